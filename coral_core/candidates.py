@@ -1,0 +1,84 @@
+"""Scoring candidate files from disk (`coral evaluate`)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .components import Scoring
+from .errors import UserError
+from .protocols import Dataset
+from .types import Candidate, Task
+
+
+@dataclass(frozen=True)
+class CandidateFile:
+    path: Path
+    problem: str
+    label: str = ""
+
+
+def read_candidate(path: Path) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UserError(f"cannot read candidate {path}: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"candidate {path} is not UTF-8 text (byte {error.start})") from None
+
+
+def files_in(directory: Path) -> list[CandidateFile]:
+    """NAME.py or NAME__LABEL.py, scored against problem NAME."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"--candidate-dir {directory} is not a folder")
+    found = []
+    for path in sorted(directory.glob("*.py")):
+        problem, _, label = path.stem.partition("__")
+        found.append(CandidateFile(path, problem, label))
+    if not found:
+        raise UserError(f"--candidate-dir {directory} holds no .py files")
+    return found
+
+
+def find_task(dataset: Dataset, problem: str) -> Task:
+    split = "all" if "all" in dataset.splits else dataset.splits[0]
+    return dataset.tasks(split, [problem])[0]
+
+
+def document(task: Task, scoring: Scoring, code: str) -> dict[str, Any]:
+    """The `coral evaluate --json` contract for one candidate."""
+    candidate = Candidate(task, code)
+    scored = scoring.scorer.score(candidate)
+    execution = scoring.context.execution(candidate)
+    return {
+        "problem": task.id,
+        "passed": execution.passed,
+        "tests": execution.counts,
+        "outcomes": [{"test": o.name, "status": o.status, "detail": o.detail}
+                     for o in execution.outcomes],
+        "objectives": dict(scored.objectives),
+        "fitness": round(scored.fitness, 6),
+        "seen_in_training": task.seen_in_training,
+        "sandboxed": execution.result.isolated,
+    }
+
+
+def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[CandidateFile],
+                   ) -> list[Mapping[str, Any]]:
+    """Read every file first (bad input fails before any work), then score in parallel."""
+    tasks: dict[str, Task] = {}
+    sources = []
+    for item in files:
+        if item.problem not in tasks:
+            tasks[item.problem] = find_task(dataset, item.problem)
+        sources.append(read_candidate(item.path))
+    threads = scoring.sandbox.workers * 2
+    with ThreadPoolExecutor(threads) as pool:
+        documents = list(pool.map(lambda pair: document(tasks[pair[0].problem], scoring, pair[1]),
+                                  zip(files, sources)))
+    return [{"file": str(item.path), **doc} for item, doc in zip(files, documents)]

@@ -1,0 +1,85 @@
+"""Judging a step: the candidate's recorded values against expectations held by the parent."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .sandbox import StepResult
+from .types import Case, Expect
+
+STATUSES = ("pass", "fail", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One test's verdict; `detail` is for people, never shown to the candidate."""
+
+    name: str
+    status: str
+    detail: str = ""
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _holds(expect: Expect, values: tuple[Any, ...]) -> bool:
+    actual = values[0]
+    if expect.kind == "eq":
+        return bool(actual == expect.value)
+    if expect.kind == "approx":
+        if type(actual) not in (int, float) or isinstance(actual, bool):
+            return False
+        return math.isfinite(actual) and abs(actual - expect.value) <= expect.tolerance
+    if expect.kind == "truthy":
+        return bool(actual)
+    if expect.kind == "falsy":
+        return not actual
+    if expect.kind == "same":
+        return bool(values[0] == values[1])
+    raise ValueError(f"unknown expectation kind {expect.kind!r}")
+
+
+def _explain(expect: Expect, values: tuple[Any, ...]) -> str:
+    if expect.kind in ("eq", "approx"):
+        return f"expected {_short(expect.value)}, got {_short(values[0])}"
+    if expect.kind == "same":
+        return f"expected the same object, got {_short(values[0])} and {_short(values[1])}"
+    return f"expected a {expect.kind} value, got {_short(values[0])}"
+
+
+def check_case(case: Case, step: StepResult) -> Outcome:
+    """Apply the expectations in order, as the upstream assertions would run.
+
+    The first failed expectation fails the test even if the step later crashed or timed
+    out (upstream stops at the first failing assert). A step that ends normally must
+    have recorded exactly what the expectations consume.
+    """
+    records = step.records
+    position = 0
+    for expect in case.expects:
+        needed = expect.records
+        if position + needed > len(records):
+            break
+        values = tuple(records[position: position + needed])
+        position += needed
+        if not _holds(expect, values):
+            return Outcome(case.name, "fail", _explain(expect, values))
+    if step.status == "timeout":
+        return Outcome(case.name, "timeout", step.detail)
+    if step.status != "ok":
+        return Outcome(case.name, "error", step.detail or "error")
+    if position != len(records) or position != sum(e.records for e in case.expects):
+        return Outcome(case.name, "error", "recorded values do not match the test's assertions")
+    return Outcome(case.name, "pass")
+
+
+def tally(outcomes: list[Outcome]) -> dict[str, int]:
+    counts = {"total": len(outcomes), "passed": 0, "failed": 0, "timeout": 0, "error": 0}
+    key = {"pass": "passed", "fail": "failed", "timeout": "timeout", "error": "error"}
+    for outcome in outcomes:
+        counts[key[outcome.status]] += 1
+    return counts

@@ -1,0 +1,46 @@
+"""Hook specifications: everything a plugin can add to or learn from Coral."""
+
+from pluggy import HookimplMarker, HookspecMarker
+
+hookspec = HookspecMarker("coral")
+hookimpl = HookimplMarker("coral")
+
+
+@hookspec
+def coral_register_datasets(register):
+    """Call ``register(name, factory)``; ``factory(**options)`` returns a Dataset."""
+
+
+@hookspec
+def coral_register_models(register):
+    """Call ``register(prefix, factory)``; ``--model PREFIX:TARGET`` calls ``factory(TARGET, **options)``."""
+
+
+@hookspec
+def coral_register_evaluators(register):
+    """Call ``register(name, factory)``; ``factory(**options)`` returns an Evaluator."""
+
+
+@hookspec
+def coral_register_search_strategies(register):
+    """Call ``register(name, factory)``; ``factory(**options)`` returns a SearchStrategy."""
+
+
+@hookspec
+def coral_register_experiments(register):
+    """Call ``register(name, preset)``; ``preset`` is a configuration mapping (TOML shape)."""
+
+
+@hookspec
+def coral_run_started(run):
+    """A run (fresh or resumed) is about to do work; ``run`` is a RunInfo."""
+
+
+@hookspec
+def coral_record_written(run, kind, record):
+    """A ``kind`` ("generation" or "evaluation") record was committed to the run store."""
+
+
+@hookspec
+def coral_run_finished(run, summary):
+    """The run finished; ``summary`` is the dict written to summary.json."""

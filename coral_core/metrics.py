@@ -1,0 +1,67 @@
+"""pass@k and the per-problem / overall summary of a set of evaluations."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable, Mapping, Sequence
+
+from .store import EvaluationRecord
+from .types import Task
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), computed stably."""
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be in [1, n={n}], got {k}")
+    if not 0 <= c <= n:
+        raise ValueError(f"c must be in [0, n={n}], got {c}")
+    if n - c < k:
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
+
+
+def problem_summary(task: Task, records: Sequence[EvaluationRecord]) -> dict[str, Any]:
+    n = len(records)
+    c = sum(1 for r in records if r.passed)
+    names = sorted({name for r in records for name in r.objectives})
+    return {
+        "problem": task.id,
+        "split": task.split,
+        "seen_in_training": task.seen_in_training,
+        "n": n,
+        "c": c,
+        "pass_at_k": {str(k): round(pass_at_k(n, c, k), 6) for k in range(1, n + 1)},
+        "objectives": {name: round(_mean(r.objectives.get(name, 0.0) for r in records), 6)
+                       for name in names},
+        "fitness": round(_mean(r.fitness for r in records), 6),
+    }
+
+
+def summarize(tasks: Sequence[Task], records: Mapping[tuple[str, int], EvaluationRecord],
+              ) -> dict[str, Any]:
+    """Per-problem results and their means; pass@k overall for every k all problems reach."""
+    by_task: dict[str, list[EvaluationRecord]] = {t.id: [] for t in tasks}
+    for (task_id, _), record in sorted(records.items()):
+        if task_id in by_task:
+            by_task[task_id].append(record)
+    problems = [problem_summary(t, by_task[t.id]) for t in tasks]
+    counted = [p for p in problems if p["n"]]
+    max_k = min((p["n"] for p in counted), default=0)
+    names = sorted({name for p in counted for name in p["objectives"]})
+    return {
+        "problems": problems,
+        "pass_at_k": {str(k): round(_mean(p["pass_at_k"][str(k)] for p in counted), 6)
+                      for k in range(1, max_k + 1)},
+        "objectives": {name: round(_mean(p["objectives"].get(name, 0.0) for p in counted), 6)
+                       for name in names},
+        "fitness": round(_mean(p["fitness"] for p in counted), 6),
+        "fixed": sum(1 for p in counted if p["c"] >= 1),
+    }

@@ -1,0 +1,7 @@
+"""Running untrusted candidate programs: see docs/sandbox.md for the guarantees."""
+
+from .decode import Opaque
+from .policy import SandboxPolicy
+from .pool import ExecutionResult, Job, Sandbox, StepResult
+
+__all__ = ["ExecutionResult", "Job", "Opaque", "Sandbox", "SandboxPolicy", "StepResult"]

@@ -1,0 +1,142 @@
+"""What a candidate may do, and the bubblewrap command line that enforces it."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+WORKER_FILE = Path(__file__).with_name("worker.py")
+WORKER_IN_SANDBOX = "/coral/worker.py"
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """Limits for one candidate process (and each process it starts).
+
+    isolation: "auto" (bubblewrap when it works, else a loud warning and every other
+    layer), "bwrap" (required: an error where it does not work) or "none".
+    hidden: extra paths never visible inside (the data and run directories are not bound
+    in the first place; these are hidden even if they lie under a bound path).
+    """
+
+    timeout: float = 5.0
+    load_timeout: float = 5.0
+    memory_mb: int = 1024
+    max_processes: int = 32
+    max_file_mb: int = 16
+    max_open_files: int = 64
+    output_bytes: int = 4096
+    record_bytes: int = 1 << 20
+    tmp_mb: int = 64
+    isolation: str = "auto"
+    hidden: tuple[str, ...] = ()
+
+    def limits(self, steps: int, timeouts: list[float] | None = None) -> dict[str, int]:
+        budget = sum(timeouts) if timeouts else self.timeout * max(steps, 1)
+        return {
+            "memory_bytes": self.memory_mb << 20,
+            "cpu_seconds": int(budget + self.load_timeout) + 2,
+            "processes": self.max_processes,
+            "file_bytes": self.max_file_mb << 20,
+            "open_files": self.max_open_files,
+            "output_bytes": self.output_bytes,
+            "record_bytes": self.record_bytes,
+        }
+
+
+def scrubbed_environment() -> dict[str, str]:
+    """The whole environment a candidate sees: no keys, tokens or user paths."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def python_roots() -> list[str]:
+    """Directories the interpreter and its installed packages need, outermost first."""
+    roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+    roots.add(sys.prefix)  # the venv path itself, so its bin/python symlink resolves
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and "site-packages" in entry:
+            roots.add(entry)
+    keep = []
+    for root in sorted(roots, key=len):
+        if not any(root == kept or root.startswith(kept + os.sep) for kept in keep):
+            keep.append(root)
+    return keep
+
+
+def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
+    """A minimal read-only root: system dirs, the interpreter and packages, a private /tmp."""
+    command = [
+        "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session",
+        "--clearenv",
+    ]
+    for key, value in scrubbed_environment().items():
+        command += ["--setenv", key, value]
+    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            command += ["--ro-bind", str(path), str(path)]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--perms", "1777", "--size", str(policy.tmp_mb << 20), "--tmpfs", "/tmp"]
+    made: set[str] = {"/", "/tmp", "/usr", "/proc", "/dev"}
+    for root in python_roots():
+        command += _parents(root, made)
+        command += ["--ro-bind", root, root]
+    command += _parents(WORKER_IN_SANDBOX, made)
+    command += ["--ro-bind", str(WORKER_FILE), WORKER_IN_SANDBOX]
+    for path in policy.hidden:
+        real = os.path.realpath(path)
+        if any(real == r or real.startswith(r + os.sep) for r in python_roots()):
+            command += ["--tmpfs", real]
+    if os.geteuid() == 0:
+        command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    command += ["--chdir", "/tmp", python, "-I", WORKER_IN_SANDBOX, "/tmp"]
+    if os.geteuid() == 0:
+        command += [str(NOBODY), str(NOBODY)]
+    return command
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """bwrap creates missing parents with mode 0700; make them 0755 so `nobody` can pass."""
+    args: list[str] = []
+    parts = Path(path).parent.parts
+    for depth in range(2, len(parts) + 1):
+        parent = str(Path(*parts[:depth]))
+        if parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+    return args
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_available() -> tuple[bool, str]:
+    """Whether bubblewrap can start our sandbox here, and if not, why."""
+    if shutil.which("bwrap") is None:
+        return False, "bubblewrap (bwrap) is not installed"
+    probe = bwrap_command(SandboxPolicy(), sys.executable)
+    probe = probe[: probe.index(sys.executable)] + [sys.executable, "-I", "-c", "pass"]
+    try:
+        result = subprocess.run(probe, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return False, f"bubblewrap failed to start: {error}"
+    if result.returncode != 0:
+        reason = result.stderr.decode(errors="replace").strip().splitlines()
+        return False, "bubblewrap failed to start: " + (reason[-1] if reason else "unknown")
+    return True, ""

@@ -1,0 +1,290 @@
+"""Host side of the sandbox: a pool of pre-warmed workers, one job at a time each.
+
+Each slot is one worker process (inside its own bubblewrap sandbox where available), so
+candidates in different slots cannot see or signal each other. Jobs are pulled from one
+queue by whichever slot is free; a slot whose worker dies or stops answering is restarted
+and its job reported as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..types import ExecutionSpec
+from .decode import DecodeError, decode_record
+from .policy import NOBODY, SandboxPolicy, bwrap_available, bwrap_command, scrubbed_environment
+
+log = logging.getLogger(__name__)
+_warned = False
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step did: status ok | error | timeout, the values it recorded, its time."""
+
+    status: str
+    records: tuple[Any, ...] = ()
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    steps: tuple[StepResult, ...]
+    load_error: str = ""
+    load_seconds: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+    isolated: bool = False
+
+    @property
+    def seconds(self) -> float:
+        """Load plus every step: precomputing answers while loading cannot hide time."""
+        return self.load_seconds + sum(step.seconds for step in self.steps)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A candidate program and the steps to run, in the worker's wire format."""
+
+    payload: dict[str, Any] = field(hash=False)
+
+    @classmethod
+    def build(
+        cls, spec: ExecutionSpec, code: str, policy: SandboxPolicy,
+        timeouts: list[float] | None = None,
+    ) -> "Job":
+        steps = [
+            {"call": c.step.call, "args": list(c.step.args), "project": c.step.project,
+             "script": c.step.script}
+            for c in spec.cases
+        ]
+        timeouts = timeouts or [policy.timeout] * len(steps)
+        return cls({
+            "module": spec.module, "code": code, "support": [list(s) for s in spec.support],
+            "setup": spec.setup, "steps": steps, "timeouts": timeouts,
+            "load_timeout": policy.load_timeout,
+            "limits": policy.limits(len(steps), timeouts),
+        })
+
+
+class WorkerDied(Exception):
+    pass
+
+
+class _Slot:
+    """One worker process and the thread that feeds it."""
+
+    def __init__(self, sandbox: "Sandbox", index: int):
+        self.sandbox = sandbox
+        self.index = index
+        self.process: subprocess.Popen[bytes] | None = None
+        self.scratch: str | None = None
+        self.buffer = b""
+        self.job_id = 0
+
+    def start(self) -> None:
+        policy = self.sandbox.policy
+        if self.sandbox.isolated:
+            command = bwrap_command(policy, sys.executable)
+            cwd = None
+        else:
+            self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-")
+            command = [sys.executable, "-I", os.fspath(_worker_file()), self.scratch]
+            if os.geteuid() == 0:
+                os.chown(self.scratch, NOBODY, NOBODY)
+                command += [str(NOBODY), str(NOBODY)]
+            cwd = self.scratch
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=scrubbed_environment(), cwd=cwd, close_fds=True,
+        )
+        self.buffer = b""
+        hello = self._read_line(time.monotonic() + 60)
+        if not hello.get("ready"):
+            raise WorkerDied("sandbox worker did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                if stream:
+                    stream.close()
+            self.process = None
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    def run(self, job: Job) -> ExecutionResult:
+        if self.process is None or self.process.poll() is not None:
+            self.stop()
+            self.start()
+        assert self.process is not None and self.process.stdin is not None
+        self.job_id += 1
+        payload = job.payload
+        budget = payload["load_timeout"] + sum(payload["timeouts"]) + 10.0 + 0.05 * len(
+            payload["steps"]
+        )
+        deadline = time.monotonic() + budget
+        self.process.stdin.write(
+            json.dumps({"id": self.job_id, "job": payload}).encode() + b"\n"
+        )
+        self.process.stdin.flush()
+        steps: dict[int, StepResult] = {}
+        while True:
+            message = self._read_line(deadline)
+            if message.get("id") != self.job_id:
+                raise WorkerDied("sandbox worker sent a message for another job")
+            if message.get("done"):
+                break
+            steps[message["step"]] = _step_result(message)
+        ordered = tuple(
+            steps.get(i, StepResult("error", detail="no result")) for i in range(len(payload["steps"]))
+        )
+        return ExecutionResult(
+            steps=ordered, load_error=message.get("load_error", ""),
+            load_seconds=float(message.get("load_seconds", 0.0)),
+            stdout=message.get("stdout", ""), stderr=message.get("stderr", ""),
+            isolated=self.sandbox.isolated,
+        )
+
+    def _read_line(self, deadline: float) -> dict[str, Any]:
+        assert self.process is not None and self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WorkerDied("sandbox worker stopped answering")
+                if not selector.select(remaining):
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise WorkerDied("sandbox worker exited")
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _step_result(message: dict[str, Any]) -> StepResult:
+    status, detail = message["status"], message.get("detail", "")
+    try:
+        records = tuple(decode_record(raw) for raw in message.get("records", ()))
+    except DecodeError as error:
+        status, detail, records = "error", f"unrepresentable value: {error}", ()
+    return StepResult(status, records, detail, float(message.get("seconds", 0.0)))
+
+
+def _worker_file() -> str:
+    from .policy import WORKER_FILE
+
+    return os.fspath(WORKER_FILE)
+
+
+class Sandbox:
+    """Runs candidate programs out of process, in parallel, behind every layer available."""
+
+    def __init__(self, policy: SandboxPolicy | None = None, workers: int | None = None):
+        self.policy = policy or SandboxPolicy()
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.isolated = self._choose_isolation()
+        self._queue: queue.SimpleQueue[tuple[Job, Future[ExecutionResult]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _choose_isolation(self) -> bool:
+        global _warned
+        if self.policy.isolation == "none":
+            return False
+        ok, why = bwrap_available()
+        if ok:
+            return True
+        if self.policy.isolation == "bwrap":
+            from ..errors import UserError
+
+            raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
+        if not _warned:
+            _warned = True
+            log.warning(
+                "%s: candidates run WITHOUT filesystem, network and PID isolation "
+                "(resource limits, scrubbed environment and process-group kill still apply). "
+                "Install bubblewrap (apt-get install bubblewrap) to isolate them.", why,
+            )
+        return False
+
+    def submit(self, job: Job) -> "Future[ExecutionResult]":
+        future: Future[ExecutionResult] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("sandbox is closed")
+            self._queue.put((job, future))
+            if len(self._threads) < self.workers:
+                thread = threading.Thread(
+                    target=self._serve, args=(len(self._threads),), daemon=True,
+                    name=f"coral-sandbox-{len(self._threads)}",
+                )
+                self._threads.append(thread)
+                thread.start()
+        return future
+
+    def run(self, job: Job) -> ExecutionResult:
+        return self.submit(job).result()
+
+    def _serve(self, index: int) -> None:
+        slot = _Slot(self, index)
+        try:
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    return
+                job, future = item
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    future.set_result(slot.run(job))
+                except WorkerDied as error:
+                    slot.stop()
+                    steps = tuple(
+                        StepResult("error", detail=str(error)) for _ in job.payload["steps"]
+                    )
+                    future.set_result(ExecutionResult(steps, load_error=str(error),
+                                                      isolated=self.isolated))
+                except BaseException as error:  # never leave a caller waiting
+                    slot.stop()
+                    future.set_exception(error)
+        finally:
+            slot.stop()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for _ in self._threads:
+                self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

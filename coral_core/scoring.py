@@ -1,0 +1,93 @@
+"""Combining evaluators into one objective vector and a weighted fitness."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .errors import UserError
+from .evaluation import EvaluationContext, code_digest
+from .protocols import Evaluator
+from .types import Candidate
+
+
+@dataclass(frozen=True)
+class Scored:
+    objectives: Mapping[str, float]
+    fitness: float
+    passed: bool
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def weighted_fitness(objectives: Mapping[str, float], weights: Mapping[str, float]) -> float:
+    """Sum of weight x objective over the weighted objectives, divided by the weights' sum.
+
+    Objectives without a weight are reported but do not count; no weights at all means
+    equal weights.
+    """
+    used = {name: weights.get(name, 0.0) for name in objectives} if weights else {
+        name: 1.0 for name in objectives
+    }
+    total = sum(used.values())
+    if total <= 0:
+        return 0.0
+    return sum(objectives[name] * w for name, w in used.items()) / total
+
+
+class Scorer:
+    """Runs every evaluator on a candidate; results are cached by task and content.
+
+    `gate`: when that objective is 0 (seed 000: code that does not parse), every objective
+    is 0 — an empty or broken program must not collect style or security points.
+    """
+
+    def __init__(
+        self, evaluators: Sequence[Evaluator], context: EvaluationContext,
+        weights: Mapping[str, float] | None = None, gate: str = "",
+    ):
+        self.evaluators = list(evaluators)
+        self.context = context
+        self.weights = dict(weights or {})
+        self.gate = gate
+        names: dict[str, str] = {}
+        for evaluator in self.evaluators:
+            for objective in evaluator.objectives:
+                if objective in names:
+                    raise UserError(f"objective '{objective}' is produced by both "
+                                    f"'{names[objective]}' and '{evaluator.name}'")
+                names[objective] = evaluator.name
+        unknown = sorted(set(self.weights) - set(names))
+        if unknown:
+            raise UserError(f"weights given for objectives no evaluator produces: "
+                            f"{', '.join(unknown)} (produced: {', '.join(sorted(names))})")
+        if gate and gate not in names:
+            raise UserError(f"gate objective '{gate}' is produced by no evaluator in use")
+        self.objective_names = tuple(names)
+        self._cache: dict[tuple[str, str, str], Scored] = {}
+        self._lock = threading.Lock()
+
+    def score(self, candidate: Candidate) -> Scored:
+        key = (candidate.task.dataset, candidate.task.id, code_digest(candidate.code))
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        objectives: dict[str, float] = {}
+        details: dict[str, Any] = {}
+        for evaluator in self.evaluators:
+            evaluation = evaluator.evaluate(candidate, self.context)
+            for name in evaluator.objectives:
+                value = float(evaluation.objectives[name])
+                if not 0.0 <= value <= 1.0:
+                    raise ValueError(f"evaluator '{evaluator.name}' gave {name}={value}, "
+                                     "outside [0, 1]")
+                objectives[name] = value
+            if evaluation.details:
+                details[evaluator.name] = dict(evaluation.details)
+        if self.gate and objectives.get(self.gate, 1.0) == 0.0:
+            objectives = {name: 0.0 for name in objectives}
+        passed = candidate.task.execution is not None and self.context.execution(candidate).passed
+        scored = Scored(objectives, weighted_fitness(objectives, self.weights), passed, details)
+        with self._lock:
+            self._cache[key] = scored
+        return scored

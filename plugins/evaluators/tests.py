@@ -1,0 +1,42 @@
+"""bugfix: the fraction of the task's tests the candidate passes (seed 000's formula).
+
+All tests passed -> 1.0; some -> passed / total; none -> 0.2 if the code parses and
+defines the entry point, else 0.0.
+"""
+
+from __future__ import annotations
+
+from coral_core.evaluation import EvaluationContext
+from coral_core.hookspecs import hookimpl
+from coral_core.types import Candidate, Evaluation
+
+from .syntax import syntax_valid
+
+
+class TestsEvaluator:
+    name = "tests"
+    objectives = ("bugfix",)
+    __test__ = False  # not a pytest class
+
+    def evaluate(self, candidate: Candidate, context: EvaluationContext) -> Evaluation:
+        execution = context.execution(candidate)
+        counts = execution.counts
+        if counts["total"] and counts["passed"] == counts["total"]:
+            score = 1.0
+        elif counts["passed"]:
+            score = counts["passed"] / counts["total"]
+        else:
+            score = 0.2 if syntax_valid(candidate) else 0.0
+        details = {
+            "tests": counts,
+            "outcomes": [{"test": o.name, "status": o.status, "detail": o.detail}
+                         for o in execution.outcomes],
+            "load_error": execution.result.load_error,
+            "isolated": execution.result.isolated,
+        }
+        return Evaluation({"bugfix": score}, details)
+
+
+@hookimpl
+def coral_register_evaluators(register):
+    register("tests", TestsEvaluator)
