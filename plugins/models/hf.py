@@ -1,0 +1,238 @@
+"""The `hf` model: a transformers causal LM (`--model hf:PATH_OR_ID`) with peft adapters.
+
+Requests are batched with left padding; each row samples with its own knobs and seed (see
+`hf_sampling`), so a request's text does not depend on what shares its batch. A request's
+`adapter` (a LoRA or DoRA directory) is loaded once into the same base model under a name
+and switched on per batch; an LRU bounds how many stay loaded. Importing this module does
+not import torch or transformers: the CLI must start fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from contextlib import contextmanager
+from itertools import groupby
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from coral_core.errors import UserError
+from coral_core.hookspecs import hookimpl
+from coral_core.types import Generation, GenerationRequest
+
+from .hf_loading import (
+    load_model, load_tokenizer, render_prompt, resolve_device, resolve_dtype, resolve_source,
+    wants_chat_template,
+)
+from .hf_sampling import RowSpec, build_sampler, build_stopper, cut_at_stop
+
+log = logging.getLogger(__name__)
+
+
+class HFModel:
+    """A local or hub transformers model. Options (`[model.options]`):
+
+    device: "auto" (CUDA where present, else CPU), "cpu", "cuda", "cuda:1", "mps".
+    dtype: "auto" (bf16 on CUDA, float32 elsewhere), "bfloat16", "float16", "float32".
+    batch_size: rows (samples) per forward batch.
+    chat_template: None (use it when the tokenizer has one), True (insist) or False (never).
+    max_adapters: how many adapters stay loaded (least recently used ones are unloaded).
+    revision: hub branch, tag or commit; trust_remote_code: allow a model's own code.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 8,
+        chat_template: bool | None = None,
+        max_adapters: int = 4,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
+        if batch_size < 1 or max_adapters < 1:
+            raise UserError("hf model: batch_size and max_adapters must be at least 1")
+        self.name = f"hf:{target}"
+        self.source = resolve_source(target, revision)
+        self.batch_size = batch_size
+        self.max_adapters = max_adapters
+        self._options = (device, dtype, chat_template, trust_remote_code)
+        self._model: Any = None
+        self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
+        self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
+        self.base_loads = 0  # how often the base model was read (1 once used)
+        self.adapter_loads = 0  # how often an adapter was read from disk
+
+    # -- loading ----------------------------------------------------------------------
+    def load(self) -> None:
+        """Read tokenizer and weights (done on first use; call early to fail early)."""
+        if self._model is not None:
+            return
+        device_option, dtype_option, chat_option, trust = self._options
+        self.device = resolve_device(device_option)
+        self.dtype = resolve_dtype(dtype_option, self.device)
+        self.tokenizer = load_tokenizer(self.source, trust_remote_code=trust)
+        self.chat = wants_chat_template(self.tokenizer, chat_option)
+        self._model = load_model(
+            self.source, device=self.device, dtype=self.dtype, trust_remote_code=trust
+        )
+        self.base_loads += 1
+        self.eos_ids = _eos_ids(self._model, self.tokenizer)
+
+    @property
+    def base_model(self) -> Any:
+        """The transformers model that every adapter is applied to (loaded once)."""
+        self.load()
+        return self._model
+
+    @contextmanager
+    def _using(self, adapter: str | None) -> Iterator[Any]:
+        """The module to generate with: the base model, or it with `adapter` switched on."""
+        if adapter is None:
+            if self._peft is None:
+                yield self._model
+            else:
+                with self._peft.disable_adapter():
+                    yield self._peft
+            return
+        name = self._load_adapter(adapter)  # creates `_peft` on first use
+        self._peft.set_adapter(name)
+        yield self._peft
+
+    def _load_adapter(self, adapter: str) -> str:
+        path = str(Path(adapter).expanduser().resolve())
+        if path in self._adapters:
+            self._adapters.move_to_end(path)
+            return self._adapters[path]
+        if not (Path(path) / "adapter_config.json").is_file():
+            raise UserError(f"hf model: {adapter} is not a peft adapter (no adapter_config.json)")
+        from peft import PeftModel
+
+        name = "adapter_" + hashlib.sha256(path.encode()).hexdigest()[:12]
+        try:
+            # low_cpu_mem_usage: build the adapter's tensors empty, since the file fills them
+            if self._peft is None:
+                self._peft = PeftModel.from_pretrained(
+                    self._model, path, adapter_name=name, low_cpu_mem_usage=True
+                )
+                self._peft.eval()
+            else:
+                self._peft.load_adapter(path, adapter_name=name, low_cpu_mem_usage=True)
+        except (OSError, ValueError, KeyError, RuntimeError) as error:
+            raise UserError(f"hf model: cannot load adapter {adapter}: {error}") from error
+        self.adapter_loads += 1
+        self._adapters[path] = name
+        self._peft.set_adapter(name)  # never unload the active adapter
+        while len(self._adapters) > self.max_adapters:
+            old_path, old_name = self._adapters.popitem(last=False)
+            self._peft.delete_adapter(old_name)
+            log.debug("unloaded adapter %s", old_path)
+        log.info("loaded adapter %s as %s", path, name)
+        return name
+
+    def close(self) -> None:
+        """Drop the weights (the runner calls this when a run ends); `load()` reads them again."""
+        self._model = self._peft = None
+        self._adapters.clear()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    @property
+    def loaded_adapters(self) -> tuple[str, ...]:
+        """Adapter directories currently loaded, least recently used first."""
+        return tuple(self._adapters)
+
+    # -- generation -------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        """`request.params.n` generations per request, in request order."""
+        self.load()
+        results: list[list[Generation]] = [[] for _ in requests]
+        encoded = [self._encode(request.prompt) for request in requests]
+        rows = [(r, j) for r, request in enumerate(requests) for j in range(request.params.n)]
+        adapter_of = [request.adapter or None for request in requests]
+        by_adapter = sorted(rows, key=lambda row: adapter_of[row[0]] or "")
+        done: dict[tuple[int, int], Generation] = {}
+        for adapter, group in groupby(by_adapter, key=lambda row: adapter_of[row[0]]):
+            ordered = sorted(group, key=lambda row: len(encoded[row[0]]))  # less padding
+            with self._using(adapter) as module:
+                for start in range(0, len(ordered), self.batch_size):
+                    batch = ordered[start:start + self.batch_size]
+                    outputs = self._generate_batch(module, requests, encoded, batch)
+                    done.update(zip(batch, outputs))
+        for r, j in rows:
+            results[r].append(done[(r, j)])
+        return results
+
+    def _encode(self, prompt: str) -> list[int]:
+        text, special = render_prompt(self.tokenizer, prompt, self.chat)
+        return self.tokenizer(text, add_special_tokens=special)["input_ids"]
+
+    def _generate_batch(
+        self, module: Any, requests: Sequence[GenerationRequest],
+        encoded: Sequence[list[int]], batch: Sequence[tuple[int, int]],
+    ) -> list[Generation]:
+        import torch
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        specs = [_row_spec(requests[r], j) for r, j in batch]
+        width = max(len(encoded[r]) for r, _ in batch)
+        pad = self.tokenizer.pad_token_id
+        ids = [[pad] * (width - len(encoded[r])) + encoded[r] for r, _ in batch]
+        mask = [[0] * (width - len(encoded[r])) + [1] * len(encoded[r]) for r, _ in batch]
+        input_ids = torch.tensor(ids, device=self.device)
+        attention_mask = torch.tensor(mask, device=self.device)
+        pad_lengths = [width - len(encoded[r]) for r, _ in batch]
+        sampler = build_sampler(specs, pad_lengths, self.device)
+        stopper = build_stopper(self.tokenizer, specs, width, self.eos_ids)
+        config = GenerationConfig(
+            do_sample=False, num_beams=1, temperature=1.0, top_p=1.0, top_k=50,
+            repetition_penalty=1.0, max_new_tokens=max(s.max_new_tokens for s in specs),
+            pad_token_id=pad, eos_token_id=sorted(self.eos_ids),
+        )
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = module.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
+                logits_processor=LogitsProcessorList([sampler]),
+                stopping_criteria=StoppingCriteriaList([stopper]),
+            )
+        seconds = (time.perf_counter() - started) / len(batch)
+        generated = output[:, width:].tolist()
+        results = []
+        for i, spec in enumerate(specs):
+            end = stopper.ended_at[i] or len(generated[i])
+            text = self.tokenizer.decode(generated[i][:end], skip_special_tokens=True)
+            results.append(Generation(
+                text=cut_at_stop(text, spec.stop), prompt_tokens=width - pad_lengths[i],
+                completion_tokens=end, seconds=seconds, finish_reason=stopper.reasons[i],
+            ))
+        return results
+
+
+def _row_spec(request: GenerationRequest, sample_index: int) -> RowSpec:
+    p = request.params
+    return RowSpec(
+        temperature=p.temperature, top_p=p.top_p, top_k=p.top_k,
+        repetition_penalty=p.repetition_penalty, max_new_tokens=p.max_new_tokens,
+        stop=tuple(p.stop), seed=p.seed, sample_index=sample_index,
+    )
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """EOS ids of the generation config (may be several, e.g. end-of-turn) and tokenizer."""
+    found = model.generation_config.eos_token_id
+    ids = set(found if isinstance(found, list) else [] if found is None else [found])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids
+
+
+@hookimpl
+def coral_register_models(register: Any) -> None:
+    register("hf", HFModel)

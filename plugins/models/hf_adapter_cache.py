@@ -1,0 +1,151 @@
+"""The content-addressed adapter cache (SPEC section 9).
+
+An adapter is stored under `cache_dir/<key>`, where the key is a sha256 over everything
+that decides what training produces: the base model's identity (for a local directory a
+digest of its config, tokenizer and weight files; for a hub id its resolved commit), the
+heavy genes, a digest of the training data, the training hyperparameters (with the prompt
+format) and the seed. Entries are written to a temporary directory and renamed into place,
+so a reader sees a complete adapter or none; a lock file keeps two processes from training
+the same key at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from coral_core.data import cache_root
+from coral_core.errors import UserError
+from coral_core.types import AdapterGenes, TrainingExample
+
+from .hf_loading import OFFLINE_HINT, ModelSource
+
+log = logging.getLogger(__name__)
+
+KEY_SCHEMA = 1  # bump when the meaning of a key component changes
+_MODEL_FILE_SUFFIXES = (
+    ".json", ".safetensors", ".bin", ".model", ".txt", ".jinja", ".py", ".tiktoken",
+)
+_file_digests: dict[tuple[str, int, int, int], str] = {}
+
+
+def default_cache_dir() -> Path:
+    """`$CORAL_CACHE_DIR/adapters`, else `~/.cache/coral/adapters` (XDG_CACHE_HOME honoured)."""
+    return cache_root() / "adapters"
+
+
+def model_identity(source: ModelSource) -> str:
+    """What names the base model's weights: a content digest, or a hub commit."""
+    if source.local:
+        return "local-sha256:" + _directory_digest(Path(source.location))
+    return f"hub:{source.location}@{hub_commit(source)}"
+
+
+def hub_commit(source: ModelSource) -> str:
+    """The commit a hub id (and revision) resolves to, online or from the local cache."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot = snapshot_download(
+            source.location, revision=source.revision, allow_patterns=["config.json"]
+        )
+    except Exception as error:  # hub errors have many types; all mean "cannot resolve"
+        raise UserError(
+            f"hf model: cannot resolve '{source.location}' to a commit: {error}; {OFFLINE_HINT}"
+        ) from error
+    return Path(snapshot).name
+
+
+def _directory_digest(directory: Path) -> str:
+    files = sorted(
+        path for path in directory.iterdir()
+        if path.is_file() and path.suffix in _MODEL_FILE_SUFFIXES
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name}\0{_file_digest(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a file, remembered per (path, inode, size, mtime) since weights are large."""
+    stat = path.stat()
+    memo = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if memo not in _file_digests:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        _file_digests[memo] = digest.hexdigest()
+    return _file_digests[memo]
+
+
+def canonical_genes(genes: AdapterGenes) -> dict[str, Any]:
+    """The genes as the key sees them: module order and duplicates do not matter to peft."""
+    return {
+        "kind": genes.kind.lower(), "rank": int(genes.rank), "alpha": float(genes.alpha),
+        "dropout": float(genes.dropout), "target_modules": sorted(set(genes.target_modules)),
+    }
+
+
+def data_digest(examples: Sequence[TrainingExample]) -> str:
+    """sha256 of the examples in order (order changes what a seeded run trains on)."""
+    text = json.dumps([asdict(example) for example in examples], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def key_digest(components: Mapping[str, Any]) -> str:
+    """The cache key: sha256 of the canonical JSON of the key components."""
+    return hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()
+
+
+def key_components(
+    identity: str, genes: AdapterGenes, data: str, settings: Mapping[str, Any], seed: int
+) -> dict[str, Any]:
+    """What the key covers, as stored next to each adapter (`coral_adapter.json`)."""
+    return {
+        "schema": KEY_SCHEMA, "base_model": identity, "genes": canonical_genes(genes),
+        "data": data, "training": dict(settings), "seed": int(seed),
+    }
+
+
+def cached_adapter(cache_dir: Path, key: str) -> Path | None:
+    """The adapter stored under `key`, or None; an incomplete entry is an error, not a miss."""
+    entry = cache_dir / key
+    if not entry.exists():
+        return None
+    if not (entry / "adapter_model.safetensors").is_file():
+        raise UserError(f"adapter cache entry {entry} is incomplete; delete it to retrain")
+    return entry
+
+
+@contextmanager
+def key_lock(cache_dir: Path, key: str) -> Iterator[None]:
+    """Hold an exclusive lock on `key` (blocks while another process trains it)."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f".{key}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def publish(staging: Path, cache_dir: Path, key: str) -> Path:
+    """Rename a finished `staging` directory to `cache_dir/key` in one step."""
+    entry = cache_dir / key
+    try:
+        os.rename(staging, entry)
+    except OSError:
+        if not entry.exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # someone else published it first
+    return entry

@@ -1,0 +1,252 @@
+"""Training a LoRA or DoRA adapter for a base model, cached by content (`train_adapter`).
+
+This is the entry point the evolution search calls for each genome's heavy genes. The
+training prompt is the evaluation prompt's shape (instruction, buggy code in a ```python
+block, "Provide the corrected Python code:" and an open ```python fence), rendered through
+the chat template exactly as `HFModel` renders prompts, and the loss is taken on the
+answer tokens only (the corrected code, the closing fence and EOS).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from coral_core.errors import UserError
+from coral_core.types import AdapterGenes, TrainingExample
+
+from .hf_adapter_cache import (
+    cached_adapter, data_digest, default_cache_dir, key_components, key_digest, key_lock,
+    model_identity, publish,
+)
+from .hf_loading import (
+    ModelSource, load_model, load_tokenizer, render_prompt, resolve_device, resolve_dtype,
+    resolve_source, wants_chat_template,
+)
+
+log = logging.getLogger(__name__)
+
+PROMPT_FORMAT = 1  # bump when `training_prompt`/`training_answer` change (it is in the key)
+ADAPTER_KINDS = ("lora", "dora")
+
+
+def training_prompt(example: TrainingExample) -> str:
+    """The prompt, in the evaluation prompt's shape (see the quixbugs dataset's PROMPT)."""
+    code = example.input.strip("\n")
+    return (
+        f"{example.instruction}\n\nBuggy Code:\n```python\n{code}\n```\n\n"
+        "Provide the corrected Python code:\n```python\n"
+    )
+
+
+def training_answer(example: TrainingExample) -> str:
+    """What the model learns to write after the prompt: the fixed code and a closing fence."""
+    return example.output.strip("\n") + "\n```"
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """Hyperparameters that change the trained adapter (all are part of the cache key).
+
+    `steps` > 0 fixes the number of optimizer steps; otherwise `epochs` passes are made.
+    """
+
+    steps: int = 0
+    epochs: float = 3.0
+    learning_rate: float = 2e-4
+    batch_size: int = 8
+    max_length: int = 1024
+    chat_template: bool | None = None
+    prompt_format: int = PROMPT_FORMAT
+
+
+def train_adapter(
+    base_model: str,
+    genes: AdapterGenes,
+    examples: Sequence[TrainingExample],
+    *,
+    steps: int = 0,
+    epochs: float = 3.0,
+    learning_rate: float = 2e-4,
+    batch_size: int = 8,
+    max_length: int = 1024,
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+    chat_template: bool | None = None,
+    revision: str | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> Path:
+    """Train (or find in the cache) the adapter for these inputs; return its directory.
+
+    The directory holds `adapter_model.safetensors`, `adapter_config.json` and
+    `coral_adapter.json` (key components, per-step losses, versions). `on_step(step, loss)`
+    is called during training only, never on a cache hit. `device`/`dtype` pick where to
+    train and are not part of the key.
+    """
+    settings = TrainingSettings(
+        steps, epochs, learning_rate, batch_size, max_length, chat_template, PROMPT_FORMAT
+    )
+    plan = plan_training(base_model, genes, examples, settings, seed, revision)
+    cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    key = plan.key
+    with key_lock(cache, key):
+        hit = cached_adapter(cache, key)
+        if hit is not None:
+            log.info("adapter cache hit %s", hit)
+            return hit
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=cache))
+        try:
+            record = _train(plan, device, dtype, staging, on_step)
+            record.update(key=key, components=plan.components)
+            text = json.dumps(record, indent=2, sort_keys=True)
+            (staging / "coral_adapter.json").write_text(text)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        entry = publish(staging, cache, key)
+    log.info("trained adapter %s in %.1f s", entry, record["seconds"])
+    return entry
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Everything one training run uses, with the cache key it is stored under."""
+
+    source: ModelSource
+    genes: AdapterGenes
+    examples: tuple[TrainingExample, ...]
+    settings: TrainingSettings
+    seed: int
+    components: dict[str, Any]
+    key: str
+
+
+def plan_training(
+    base_model: str, genes: AdapterGenes, examples: Sequence[TrainingExample],
+    settings: TrainingSettings, seed: int = 0, revision: str | None = None,
+) -> TrainingPlan:
+    """Validate the inputs and compute the cache key (reads the base model's files, no weights
+    are loaded). A hub id is pinned to the commit it resolves to, which the key names."""
+    if genes.kind.lower() not in ADAPTER_KINDS:
+        raise UserError(f"adapter kind must be one of {ADAPTER_KINDS}, not '{genes.kind}'")
+    if not examples:
+        raise UserError("adapter training needs at least one training example")
+    source = resolve_source(base_model, revision)
+    identity = model_identity(source)
+    if not source.local:
+        source = ModelSource(source.location, False, identity.rsplit("@", 1)[1])
+    components = key_components(identity, genes, data_digest(examples), asdict(settings), seed)
+    return TrainingPlan(
+        source, genes, tuple(examples), settings, seed, components, key_digest(components)
+    )
+
+
+def _train(
+    plan: TrainingPlan, device: str | None, dtype: str | None, out: Path,
+    on_step: Callable[[int, float], None] | None,
+) -> dict[str, Any]:
+    import peft
+    import torch
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from transformers import (
+        DataCollatorForSeq2Seq, PrinterCallback, Trainer, TrainerCallback, TrainingArguments,
+        set_seed,
+    )
+
+    source, genes, settings, seed = plan.source, plan.genes, plan.settings, plan.seed
+    started = time.perf_counter()
+    set_seed(seed)  # LoRA init and dropout draw from the global RNGs
+    where = resolve_device(device)
+    precision = resolve_dtype(dtype, where)
+    tokenizer = load_tokenizer(source)
+    tokenizer.padding_side = "right"
+    chat = wants_chat_template(tokenizer, settings.chat_template)
+    rows = [tokenize_example(tokenizer, ex, chat, settings.max_length) for ex in plan.examples]
+    rows = [row for row in rows if row is not None]
+    if not rows:
+        raise UserError(f"no training example fits in max_length={settings.max_length} tokens")
+    model = load_model(source, device=where, dtype=precision)
+    model.config.use_cache = False
+    config = LoraConfig(
+        r=genes.rank, lora_alpha=genes.alpha, lora_dropout=genes.dropout,
+        target_modules=sorted(set(genes.target_modules)), use_dora=genes.kind.lower() == "dora",
+        task_type="CAUSAL_LM",
+    )
+    try:
+        model = get_peft_model(model, config)
+    except ValueError as error:  # e.g. a target module the model does not have
+        raise UserError(f"cannot build the {genes.kind} adapter: {error}") from error
+
+    losses: list[float] = []
+
+    class RecordLoss(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+                if on_step is not None:
+                    on_step(state.global_step, losses[-1])
+
+    with tempfile.TemporaryDirectory() as scratch:
+        arguments = TrainingArguments(
+            output_dir=scratch, max_steps=settings.steps if settings.steps > 0 else -1,
+            num_train_epochs=settings.epochs, learning_rate=settings.learning_rate,
+            per_device_train_batch_size=settings.batch_size, seed=seed, data_seed=seed,
+            logging_steps=1, logging_strategy="steps", save_strategy="no", report_to="none",
+            disable_tqdm=True, use_cpu=where == "cpu", bf16=precision == torch.bfloat16,
+            fp16=precision == torch.float16, dataloader_num_workers=0,
+            remove_unused_columns=False,
+        )
+        trainer = Trainer(
+            model=model, args=arguments, train_dataset=rows, callbacks=[RecordLoss()],
+            data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=-100),
+        )
+        trainer.remove_callback(PrinterCallback)  # losses go to the record and `on_step`
+        trainer.train()
+    model.save_pretrained(out, safe_serialization=True)
+    return {
+        "losses": losses, "seconds": round(time.perf_counter() - started, 3),
+        "examples": len(rows), "device": where, "dtype": str(precision).removeprefix("torch."),
+        "versions": {
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        },
+    }
+
+
+def tokenize_example(
+    tokenizer: Any, example: TrainingExample, chat: bool, max_length: int
+) -> dict[str, list[int]] | None:
+    """input_ids/labels with the prompt labelled -100, so only the answer is learned.
+
+    The prompt and the answer are tokenized apart, as at evaluation time the prompt is
+    tokenized alone and the model continues it. None when no answer token fits.
+    """
+    prompt_text, special = render_prompt(tokenizer, training_prompt(example), chat)
+    answer_text = training_answer(example)
+    if chat:
+        full = tokenizer.apply_chat_template(
+            [{"role": "user", "content": training_prompt(example)},
+             {"role": "assistant", "content": answer_text}], tokenize=False,
+        )
+        # the template's closing of the assistant turn belongs to the answer
+        answer_text = full[len(prompt_text):] if full.startswith(prompt_text) else answer_text
+    prompt = tokenizer(prompt_text, add_special_tokens=special)["input_ids"]
+    answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
+    eos = tokenizer.eos_token_id
+    if eos is not None and eos not in answer:  # a chat template may end the turn with it
+        answer.append(eos)
+    ids = (prompt + answer)[:max_length]
+    if len(ids) <= len(prompt):
+        log.warning("training example %s does not fit in %d tokens", example.task_id, max_length)
+        return None
+    labels = [-100] * len(prompt) + ids[len(prompt):]
+    return {"input_ids": ids, "attention_mask": [1] * len(ids), "labels": labels}

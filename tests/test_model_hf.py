@@ -1,0 +1,438 @@
+"""The `hf` model and adapter training, on a tiny random Llama built locally (no download).
+
+Random weights write gibberish, so the tests compare texts with each other (same seed,
+other batch; adapter vs none) rather than with expected strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from coral_core.errors import UserError
+from coral_core.types import AdapterGenes, GenerationRequest, SamplingParams, TrainingExample
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from coral_plugins.models import hf as hf_module  # noqa: E402
+from coral_plugins.models.hf import HFModel  # noqa: E402
+from coral_plugins.models.hf_adapters import (  # noqa: E402
+    TrainingSettings, plan_training, tokenize_example, train_adapter, training_answer,
+    training_prompt,
+)
+
+from tiny_model import CHAT_TEMPLATE, build_tiny_model  # noqa: E402
+
+PROMPT = "def gcd(a, b):\n    if b == 0:\n        return a\n"
+LONG_PROMPT = "import os\nimport sys\n\n\nclass Walker:\n    def __init__(self, root):\n" * 3
+PROBLEMS = ("gcd", "bitcount", "pascal", "sqrt")
+INLINE = {  # used where the QuixBugs checkout is not at hand
+    "gcd": ("def gcd(a, b):\n    return gcd(a % b, b) if b else a\n",
+            "def gcd(a, b):\n    return gcd(b, a % b) if b else a\n"),
+    "bitcount": ("def bitcount(n):\n    c = 0\n    while n:\n        n ^= n - 1\n        c += 1\n"
+                 "    return c\n",
+                 "def bitcount(n):\n    c = 0\n    while n:\n        n &= n - 1\n        c += 1\n"
+                 "    return c\n"),
+}
+
+
+def greedy(max_new_tokens: int = 12, **kw) -> SamplingParams:
+    return SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, **kw)
+
+
+def sampled(seed: int, n: int = 1, **kw) -> SamplingParams:
+    kw = {"max_new_tokens": 12, "top_p": 1.0, **kw}
+    return SamplingParams(temperature=1.0, seed=seed, n=n, **kw)
+
+
+def texts(generations) -> list[str]:
+    return [g.text for g in generations]
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("hf") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_chat(tiny, tmp_path_factory) -> Path:
+    """The same weights and tokenizer, plus a chat template."""
+    from transformers import AutoTokenizer
+
+    directory = tmp_path_factory.mktemp("hf") / "tiny-chat"
+    shutil.copytree(tiny, directory)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def model(tiny) -> HFModel:
+    return HFModel(str(tiny), batch_size=4)
+
+
+@pytest.fixture(scope="session")
+def examples() -> list[TrainingExample]:
+    root = Path(os.environ.get("CORAL_DATA_DIR") or Path(__file__).parents[2] / "shared/datasets")
+    quixbugs = root / "quixbugs"
+    pairs = {
+        name: ((quixbugs / "python_programs" / f"{name}.py").read_text(),
+               (quixbugs / "correct_python_programs" / f"{name}.py").read_text())
+        for name in PROBLEMS
+    } if (quixbugs / "python_programs").is_dir() else INLINE
+    return [
+        TrainingExample(name, f"Fix the bug in this Python function from {name}:", bug, fix)
+        for name, (bug, fix) in pairs.items()
+    ]
+
+
+GENES = AdapterGenes(rank=4, alpha=8.0, dropout=0.0, target_modules=("q_proj", "v_proj"))
+TRAINING = dict(steps=6, learning_rate=1e-2, batch_size=4, max_length=512, seed=3)
+
+
+@pytest.fixture(scope="session")
+def trained(tiny, examples, tmp_path_factory) -> tuple[Path, list[tuple[int, float]], Path]:
+    cache = tmp_path_factory.mktemp("adapters")
+    steps: list[tuple[int, float]] = []
+    path = train_adapter(
+        str(tiny), GENES, examples, cache_dir=cache,
+        on_step=lambda step, loss: steps.append((step, loss)), **TRAINING,
+    )
+    return path, steps, cache
+
+
+@pytest.fixture(scope="session")
+def random_adapter(tiny, tmp_path_factory) -> Path:
+    """An adapter with random (non-zero) B matrices, so that it surely changes outputs."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(11)
+    base = AutoModelForCausalLM.from_pretrained(tiny)
+    config = LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj", "o_proj"],
+                        init_lora_weights=False, task_type="CAUSAL_LM")
+    directory = tmp_path_factory.mktemp("hf") / "random-adapter"
+    get_peft_model(base, config).save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+# -- plugin surface -------------------------------------------------------------------
+
+def test_import_does_not_load_torch_and_registers_hf():
+    code = ("import sys, coral_plugins.models.hf as m; "
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
+            "seen = []; m.coral_register_models(lambda *a: seen.append(a)); print(seen)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "('hf', <class 'coral_plugins.models.hf.HFModel'>)" in out.stdout
+
+
+def test_bad_paths_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="no such model directory"):
+        HFModel(str(tmp_path / "missing"))
+    with pytest.raises(UserError, match="not a Hugging Face model directory"):
+        HFModel(str(tmp_path))
+    with pytest.raises(UserError):
+        HFModel("not a hub id!")
+    with pytest.raises(UserError, match="batch_size"):
+        HFModel(str(tmp_path), batch_size=0)
+
+
+def test_bad_adapter_and_options_are_user_errors(model, tiny, tmp_path):
+    with pytest.raises(UserError, match="not a peft adapter"):
+        model.generate([GenerationRequest(PROMPT, greedy(), adapter=str(tmp_path))])
+    with pytest.raises(UserError, match="unknown dtype"):
+        HFModel(str(tiny), dtype="float7").load()
+    with pytest.raises(UserError, match="no chat template"):
+        HFModel(str(tiny), chat_template=True).load()
+
+
+def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
+    """A hub id loads from the Hugging Face cache, and the cache key names its commit."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--coral--tiny"
+    shutil.copytree(tiny, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    code = (
+        "import json; from coral_core.types import *; "
+        "from coral_plugins.models.hf import HFModel; "
+        "from coral_plugins.models.hf_adapters import plan_training, TrainingSettings; "
+        "plan = plan_training('coral/tiny', AdapterGenes(), "
+        "[TrainingExample('t', 'i', 'x', 'y')], TrainingSettings()); "
+        f"request = GenerationRequest({PROMPT!r}, SamplingParams(temperature=0.0, "
+        "max_new_tokens=10)); "
+        "text = HFModel('coral/tiny').generate([request])[0][0].text; "
+        "print(json.dumps([plan.components['base_model'], plan.source.revision, text]))"
+    )
+    env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    identity, revision, text = json.loads(out.stdout.strip().splitlines()[-1])
+    assert identity == f"hub:coral/tiny@{commit}" and revision == commit
+    assert text == model.generate([GenerationRequest(PROMPT, greedy(10))])[0][0].text
+    env["HF_HOME"] = str(tmp_path / "empty")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "UserError: hf model: cannot resolve 'coral/tiny'" in out.stderr
+
+
+# -- generation -----------------------------------------------------------------------
+
+def test_n_samples_per_request_in_order_with_counts(model):
+    requests = [GenerationRequest(PROMPT, sampled(1, n=3)),
+                GenerationRequest(LONG_PROMPT, greedy(7)),
+                GenerationRequest(PROMPT, sampled(2, n=2, max_new_tokens=5))]
+    results = model.generate(requests)
+    assert [len(r) for r in results] == [3, 1, 2]
+    prompt_tokens = [len(model.tokenizer(p)["input_ids"]) for p in (PROMPT, LONG_PROMPT, PROMPT)]
+    for request, result, expected_prompt in zip(requests, results, prompt_tokens):
+        for generation in result:
+            assert generation.prompt_tokens == expected_prompt
+            assert 0 < generation.completion_tokens <= request.params.max_new_tokens
+            assert generation.finish_reason in ("stop", "length")
+            assert generation.seconds > 0
+    assert results[1][0].finish_reason == "length" and results[1][0].completion_tokens == 7
+    assert texts(results[2]) != texts(results[0])[:2]  # other seed, other text
+
+
+def test_left_padding_gives_the_unbatched_result(model):
+    assert model.tokenizer.padding_side == "left"
+    alone = model.generate([GenerationRequest(PROMPT, greedy(16))])[0][0]
+    padded = model.generate([GenerationRequest(LONG_PROMPT, greedy(16)),
+                             GenerationRequest(PROMPT, greedy(16))])[1][0]
+    assert padded.text == alone.text and padded.prompt_tokens == alone.prompt_tokens
+
+
+def test_greedy_matches_transformers_and_repeats(model):
+    first = model.generate([GenerationRequest(PROMPT, greedy(10, n=2))])[0]
+    again = model.generate([GenerationRequest(PROMPT, greedy(10))])[0]
+    assert first[0].text == first[1].text == again[0].text
+    ids = model.tokenizer(PROMPT, return_tensors="pt")
+    reference = model.base_model.generate(**ids, do_sample=False, max_new_tokens=10,
+                                          pad_token_id=model.tokenizer.pad_token_id)
+    expected = model.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:],
+                                      skip_special_tokens=True)
+    assert first[0].text == expected
+
+
+def test_same_seed_same_text_whatever_shares_the_batch(model, tiny):
+    target = GenerationRequest(PROMPT, sampled(7, n=2, top_k=40, top_p=0.9,
+                                               repetition_penalty=1.2))
+    alone = texts(model.generate([target])[0])
+    others = [GenerationRequest(LONG_PROMPT, sampled(1, n=3)),
+              GenerationRequest("x = 1\n", greedy(20, repetition_penalty=1.3))]
+    crowded = model.generate([others[0], target, others[1]])[1]
+    assert texts(crowded) == alone
+    one_per_batch = HFModel(str(tiny), batch_size=1).generate([others[1], target])[1]
+    assert texts(one_per_batch) == alone
+    assert alone[0] != alone[1]  # the two samples of one request differ
+
+
+def test_different_seeds_give_different_texts(model):
+    results = model.generate([GenerationRequest(PROMPT, sampled(seed)) for seed in range(4)])
+    assert len({r[0].text for r in results}) == 4
+
+
+def test_top_k_and_top_p_limit_the_choice(model):
+    reference = model.generate([GenerationRequest(PROMPT, greedy(10))])[0][0].text
+    narrow = [GenerationRequest(PROMPT, sampled(seed, top_k=1, max_new_tokens=10))
+              for seed in range(3)]
+    nucleus = [GenerationRequest(PROMPT, sampled(seed, top_p=1e-6, max_new_tokens=10))
+               for seed in range(3)]
+    for result in model.generate(narrow + nucleus):
+        assert result[0].text == reference
+
+
+def test_repetition_penalty_changes_greedy_text(model):
+    plain, penalised = model.generate([
+        GenerationRequest(PROMPT, greedy(24)),
+        GenerationRequest(PROMPT, greedy(24, repetition_penalty=3.0)),
+    ])
+    assert plain[0].text != penalised[0].text
+
+
+def test_stop_sequences_cut_the_text_and_end_the_row(model):
+    full = model.generate([GenerationRequest(PROMPT, greedy(24))])[0][0]
+    stop = full.text[8:10]
+    cut = full.text.index(stop)
+    stopped = model.generate([GenerationRequest(PROMPT, greedy(24, stop=("@@never@@", stop)))])
+    generation = stopped[0][0]
+    assert generation.text == full.text[:cut]
+    assert generation.finish_reason == "stop"
+    assert generation.completion_tokens < full.completion_tokens
+
+
+def test_chat_template_is_applied_when_present(tiny_chat, model):
+    chat = HFModel(str(tiny_chat), batch_size=2)
+    rendered = chat.generate([GenerationRequest(PROMPT, greedy(10))])[0][0]
+    tokenizer = chat.tokenizer
+    wrapped = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}],
+                                            tokenize=False, add_generation_prompt=True)
+    assert wrapped.startswith("<|user|>\n") and wrapped.endswith("<|assistant|>\n")
+    assert rendered.prompt_tokens == len(tokenizer(wrapped, add_special_tokens=False)["input_ids"])
+    raw = HFModel(str(tiny_chat), chat_template=False)  # same weights, template off
+    by_hand = raw.generate([GenerationRequest(wrapped, greedy(10))])[0][0]
+    plain = raw.generate([GenerationRequest(PROMPT, greedy(10))])[0][0]
+    assert plain.prompt_tokens < rendered.prompt_tokens
+    assert plain.text == model.generate([GenerationRequest(PROMPT, greedy(10))])[0][0].text
+    assert (by_hand.prompt_tokens, by_hand.text) == (rendered.prompt_tokens, rendered.text)
+
+
+# -- adapters -------------------------------------------------------------------------
+
+def test_adapters_switch_without_reloading_the_base_model(tiny, trained, random_adapter):
+    adapter_a, adapter_b = str(trained[0]), str(random_adapter)
+    model = HFModel(str(tiny))
+    base = model.base_model
+    plain = GenerationRequest(PROMPT, greedy(16))
+    with_a, with_b = replace(plain, adapter=adapter_a), replace(plain, adapter=adapter_b)
+    sequence = [model.generate([request])[0][0].text
+                for request in (plain, with_a, with_b, with_a, plain)]
+    assert sequence[1] != sequence[0] and sequence[2] not in (sequence[0], sequence[1])
+    assert sequence[3] == sequence[1] and sequence[4] == sequence[0]
+    assert model.base_loads == 1 and model.adapter_loads == 2 and model.base_model is base
+    mixed = model.generate([with_b, plain, with_a])
+    assert [r[0].text for r in mixed] == [sequence[2], sequence[0], sequence[1]]
+    assert model.adapter_loads == 2
+
+
+def test_adapter_lru_unloads_the_least_recently_used(tiny, trained, random_adapter):
+    model = HFModel(str(tiny), max_adapters=1)
+    a = GenerationRequest(PROMPT, greedy(8), adapter=str(trained[0]))
+    b = replace(a, adapter=str(random_adapter))
+    first = model.generate([a])[0][0].text
+    model.generate([b])
+    assert model.loaded_adapters == (str(random_adapter),)
+    assert model.generate([a])[0][0].text == first
+    assert model.adapter_loads == 3 and model.base_loads == 1
+
+
+# -- training and the adapter cache ---------------------------------------------------
+
+def test_training_lowers_the_loss_and_saves_safetensors(trained):
+    path, steps, _ = trained
+    assert [step for step, _ in steps] == list(range(1, TRAINING["steps"] + 1))
+    losses = [loss for _, loss in steps]
+    assert losses[-1] < losses[0]
+    assert (path / "adapter_model.safetensors").is_file()
+    assert not (path / "adapter_model.bin").exists()
+    config = json.loads((path / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and not config["use_dora"] and config["r"] == 4
+    record = json.loads((path / "coral_adapter.json").read_text())
+    assert record["losses"] == losses and record["key"] == path.name
+
+
+def test_training_prompt_ends_like_the_evaluation_prompt(examples):
+    prompt = training_prompt(examples[0])
+    assert prompt.startswith(examples[0].instruction)
+    assert prompt.endswith("\n```\n\nProvide the corrected Python code:\n```python\n")
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_only_answer_tokens_carry_labels(chat, tiny_chat, examples):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_chat)
+    row = tokenize_example(tokenizer, examples[0], chat, 4096)
+    prompt_length = row["labels"].count(-100)
+    assert row["labels"][:prompt_length] == [-100] * prompt_length
+    assert row["labels"][prompt_length:] == row["input_ids"][prompt_length:]
+    prompt = tokenizer.decode(row["input_ids"][:prompt_length])
+    answer = tokenizer.decode(row["input_ids"][prompt_length:])
+    assert prompt.endswith("Provide the corrected Python code:\n```python\n"
+                           + ("\n<|assistant|>\n" if chat else ""))
+    assert prompt.startswith("<|user|>\n" if chat else examples[0].instruction)
+    assert answer == training_answer(examples[0]) + ("\n" if chat else "") + "<|endoftext|>"
+    short = tokenize_example(tokenizer, examples[0], chat, prompt_length + 3)
+    assert short["labels"].count(-100) == prompt_length
+    assert len(short["labels"]) == prompt_length + 3
+    assert tokenize_example(tokenizer, examples[0], chat, prompt_length) is None
+
+
+def test_second_call_is_a_cache_hit(tiny, examples, trained):
+    path, _, cache = trained
+    stamp = (path / "coral_adapter.json").stat().st_mtime_ns
+    calls = []
+    started = time.perf_counter()
+    again = train_adapter(str(tiny), GENES, examples, cache_dir=cache,
+                          on_step=lambda *a: calls.append(a), **TRAINING)
+    assert again == path and calls == []
+    assert time.perf_counter() - started < 2.0
+    assert (path / "coral_adapter.json").stat().st_mtime_ns == stamp
+    assert [p.name for p in cache.iterdir() if not p.name.startswith(".")] == [path.name]
+
+
+def test_training_is_deterministic_for_a_seed(tiny, examples, trained, tmp_path):
+    again = train_adapter(str(tiny), GENES, examples, cache_dir=tmp_path, **TRAINING)
+    assert again.name == trained[0].name
+    assert ((again / "adapter_model.safetensors").read_bytes()
+            == (trained[0] / "adapter_model.safetensors").read_bytes())
+
+
+def test_every_key_component_changes_the_key(tiny, examples, tmp_path):
+    settings = TrainingSettings(steps=6, learning_rate=1e-2, batch_size=4, max_length=512)
+
+    def key(base=str(tiny), genes=GENES, data=examples, hyper=settings, seed=3) -> str:
+        return plan_training(base, genes, data, hyper, seed).key
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny, copy)
+    assert key(base=str(copy)) == key()  # content-addressed: the path does not matter
+    assert key(genes=replace(GENES, target_modules=("v_proj", "q_proj"))) == key()
+    changed = tmp_path / "changed"
+    shutil.copytree(tiny, changed)
+    config = json.loads((changed / "config.json").read_text())
+    (changed / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    edited = [replace(examples[0], output=examples[0].output + "\n# fixed")] + examples[1:]
+    variants = [
+        key(base=str(changed)),
+        key(genes=replace(GENES, rank=8)), key(genes=replace(GENES, alpha=4.0)),
+        key(genes=replace(GENES, dropout=0.1)), key(genes=replace(GENES, kind="dora")),
+        key(genes=replace(GENES, target_modules=("q_proj", "k_proj", "v_proj"))),
+        key(data=edited), key(data=list(reversed(examples))), key(data=examples[:-1]),
+        key(hyper=replace(settings, steps=7)), key(hyper=replace(settings, epochs=1.0)),
+        key(hyper=replace(settings, learning_rate=2e-2)),
+        key(hyper=replace(settings, batch_size=2)), key(hyper=replace(settings, max_length=256)),
+        key(hyper=replace(settings, chat_template=False)),
+        key(hyper=replace(settings, prompt_format=settings.prompt_format + 1)),
+        key(seed=4),
+    ]
+    assert len(set(variants + [key()])) == len(variants) + 1
+
+
+def test_dora_trains_and_changes_generations(tiny, examples, tmp_path, model):
+    genes = replace(GENES, kind="dora", target_modules=("q_proj", "v_proj", "o_proj"))
+    losses: list[float] = []
+    path = train_adapter(str(tiny), genes, examples, cache_dir=tmp_path,
+                         on_step=lambda step, loss: losses.append(loss),
+                         **{**TRAINING, "steps": 4, "learning_rate": 5e-2})
+    assert json.loads((path / "adapter_config.json").read_text())["use_dora"] is True
+    assert losses[-1] < losses[0]
+    request = GenerationRequest(PROMPT, greedy(16))
+    with_dora = model.generate([replace(request, adapter=str(path))])[0][0].text
+    assert with_dora != model.generate([request])[0][0].text
+
+
+def test_bad_training_inputs_are_user_errors(tiny, examples, tmp_path):
+    with pytest.raises(UserError, match="kind"):
+        train_adapter(str(tiny), replace(GENES, kind="ia3"), examples, cache_dir=tmp_path)
+    with pytest.raises(UserError, match="at least one"):
+        train_adapter(str(tiny), GENES, [], cache_dir=tmp_path)
+    with pytest.raises(UserError, match="adapter"):
+        train_adapter(str(tiny), replace(GENES, target_modules=("no_such_proj",)), examples,
+                      cache_dir=tmp_path, steps=1)
+    assert [p for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_module_exposes_the_registration_hook():
+    assert hasattr(hf_module.coral_register_models, "coral_impl")
