@@ -6,8 +6,12 @@ import logging
 import os
 import sys
 
-import click
 import typer
+
+try:  # typer >= 0.20 vendors click; older versions use the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_errors
 
 from coral_core.errors import UserError
 
@@ -42,15 +46,15 @@ def main(argv: list[str] | None = None) -> None:
         result = app(args=argv, standalone_mode=False, prog_name="coral")
     except UserError as error:
         _fail(str(error))
-    except click.exceptions.NoArgsIsHelpError as error:
+    except click_errors.NoArgsIsHelpError as error:
         error.show()
         raise SystemExit(2)
-    except click.UsageError as error:
+    except click_errors.ClickException as error:
         _fail(error.format_message())
-    except click.ClickException as error:
-        _fail(error.format_message())
-    except click.exceptions.Abort:
+    except typer.Abort:
         _fail("aborted", 130)
+    except typer.Exit as done:
+        raise SystemExit(done.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
     raise SystemExit(result if isinstance(result, int) else 0)

@@ -10,7 +10,8 @@ import typer
 from coral_core import config as configuration
 from coral_core.components import experiment_preset
 from coral_core.errors import UserError
-from coral_core.runner import create_run, execute, open_run
+from coral_core.runner import (check_new_run_dir, create_run, default_run_dir, execute,
+                               open_run, prepare)
 
 from .output import print_json, progress_for, stdout, summary_table
 
@@ -59,6 +60,7 @@ def run(
         if given:
             raise UserError(f"--resume continues a run as it was configured; drop {', '.join(given)}")
         info = open_run(resume)
+        config_used, run_dir = info.config, info.run_dir
     else:
         layers = []
         if plugin is not None:
@@ -70,10 +72,17 @@ def run(
         layers.append(flag_layer(model=model, base_url=base_url, data_dir=data_dir, split=split,
                                  out=out, executor=executor, ray_address=ray_address,
                                  samples=samples, seed=seed))
-        resolved = configuration.merge(*layers)
-        info = create_run(resolved, Path(resolved["run"]["out"]) if out is not None else None)
-    with progress_for(json_output) as progress:
-        summary = execute(info, progress)
+        config_used = configuration.merge(*layers)
+        run_dir = Path(config_used["run"]["out"]) if out is not None else default_run_dir(config_used)
+        check_new_run_dir(run_dir)
+    session = prepare(config_used, run_dir)
+    try:
+        if resume is None:
+            info = create_run(config_used, run_dir)
+        with progress_for(json_output) as progress:
+            summary = execute(info, session, progress)
+    finally:
+        session.close()
     if json_output:
         print_json(summary)
     else:

@@ -96,6 +96,7 @@ class Scoring:
     sandbox: Sandbox
 
     def close(self) -> None:
+        self.context.close()
         self.sandbox.close()
 
 

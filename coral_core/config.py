@@ -167,13 +167,14 @@ def read_file(path: str | Path) -> dict[str, Any]:
 
 
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Later layers win key by key; tables of plugin options merge one level deep."""
+    """Later layers win key by key; tables of plugin options merge one level deep, while a
+    weights table replaces the one before it (a user's weights are the whole set)."""
     merged = copy.deepcopy(DEFAULTS)
     for layer in layers:
         for section, values in layer.items():
             for key, value in values.items():
                 current = merged[section].get(key)
-                if SCHEMA[section][key][0].startswith("table") and isinstance(current, dict):
+                if SCHEMA[section][key][0] == "table" and isinstance(current, dict):
                     merged[section][key] = {**current, **copy.deepcopy(value)}
                 else:
                     merged[section][key] = copy.deepcopy(value)

@@ -64,6 +64,7 @@ class EvaluationContext:
         self.store = store
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, ...], Future] = {}
+        self._reference_sandbox: Sandbox | None = None
 
     def _once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
         """Compute `key` once, whichever thread asks first; others wait for it."""
@@ -79,10 +80,25 @@ class EvaluationContext:
                 future.set_exception(error)
         return future.result()
 
-    def _run(self, task: Task, code: str, timeouts: list[float] | None) -> ExecutionResult:
+    def _run(self, task: Task, code: str, timeouts: list[float] | None,
+             sandbox: Sandbox | None = None) -> ExecutionResult:
         if task.execution is None:
             raise UserError(f"task '{task.id}' of {task.dataset} has no executable tests")
-        return self.sandbox.run(Job.build(task.execution, code, self.policy, timeouts))
+        return (sandbox or self.sandbox).run(Job.build(task.execution, code, self.policy, timeouts))
+
+    def _references(self) -> Sandbox:
+        """Reference solutions run in a sandbox of their own: a worker's memory outlives
+        its jobs, and a candidate forked from it must never find the fix there."""
+        with self._lock:
+            if self._reference_sandbox is None:
+                self._reference_sandbox = Sandbox(self.policy, workers=1)
+            return self._reference_sandbox
+
+    def close(self) -> None:
+        with self._lock:
+            sandbox, self._reference_sandbox = self._reference_sandbox, None
+        if sandbox is not None:
+            sandbox.close()
 
     def reference(self, task: Task) -> ReferenceTiming:
         """Median of a few runs of the reference solution (kept in the run store)."""
@@ -91,7 +107,9 @@ class EvaluationContext:
                 stored = self.store.reference(task.id)
                 if stored is not None:
                     return ReferenceTiming(stored[0], tuple(stored[1]))
-            runs = [self._run(task, task.reference, None) for _ in range(self.REFERENCE_RUNS)]
+            sandbox = self._references()
+            runs = [self._run(task, task.reference, None, sandbox)
+                    for _ in range(self.REFERENCE_RUNS)]
             steps = tuple(
                 statistics.median(run.steps[i].seconds for run in runs)
                 for i in range(len(runs[0].steps))

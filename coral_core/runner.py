@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from . import __version__, config as configuration, plugins
-from .components import build_dataset, build_model, build_scoring, sampling_params
+from .components import Scoring, build_dataset, build_model, build_scoring, sampling_params
 from .errors import UserError
 from .metrics import summarize
 from .protocols import Dataset, Model
@@ -84,15 +84,17 @@ def configuration_label(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[-40:] or "model"
 
 
-def create_run(config: dict[str, Any], run_dir: Path | None) -> RunInfo:
-    """Make the run directory with its resolved config.toml and an empty store."""
-    if run_dir is None:
-        run_dir = default_run_dir(config)
-    run_dir = Path(run_dir)
+def check_new_run_dir(run_dir: Path) -> None:
     if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"{run_dir} exists and is not empty")
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise UserError(f"{run_dir} exists and is not an empty folder")
+
+
+def create_run(config: dict[str, Any], run_dir: Path) -> RunInfo:
+    """Make the run directory with its resolved config.toml and an empty store."""
+    run_dir = Path(run_dir)
+    check_new_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     config = dict(config)
     config["run"] = {**config["run"], "out": str(run_dir)}
@@ -210,50 +212,76 @@ def _overridden(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
     return configuration.merge(config, layer)
 
 
-def execute(info: RunInfo, progress: Progress | None = None) -> dict[str, Any]:
+@dataclass
+class Session:
+    """Everything a run needs, built and checked before anything is written to disk."""
+
+    dataset: Dataset
+    tasks: list[Task]
+    scoring: Scoring
+    model: Model
+    search: Any
+
+    def close(self) -> None:
+        self.scoring.close()
+        close = getattr(self.model, "close", None)
+        if callable(close):
+            close()
+
+
+def prepare(config: Mapping[str, Any], run_dir: Path) -> Session:
+    """Build the plugins the configuration names; user errors surface here, not mid-run."""
+    dataset = build_dataset(config)
+    tasks = dataset.tasks(config["dataset"]["split"], config["dataset"]["problems"])
+    search = plugins.build("search_strategies", config["search"]["strategy"],
+                           **config["search"]["options"])
+    data_root = str(getattr(dataset, "root", "") or "")
+    hidden = tuple(p for p in (data_root, str(Path(run_dir).resolve())) if p)
+    scoring = build_scoring(config, hidden=hidden)
+    try:
+        model = build_model(config, dataset)
+    except BaseException:
+        scoring.close()
+        raise
+    return Session(dataset, tasks, scoring, model, search)
+
+
+def execute(info: RunInfo, session: Session, progress: Progress | None = None) -> dict[str, Any]:
     """Run (or continue) the run in `info.run_dir` to the end; return the summary."""
     progress = progress or NoProgress()
     config = info.config
     store = RunStore.in_run(info.run_dir)
-    dataset = build_dataset(config)
-    tasks = dataset.tasks(config["dataset"]["split"], config["dataset"]["problems"])
-    data_dir = str(getattr(dataset, "root", "") or "")
-    scoring = build_scoring(config, store, hidden=tuple(p for p in (data_dir, str(info.run_dir)) if p))
+    session.scoring.context.store = store
     try:
-        model = build_model(config, dataset)
-        search = plugins.build("search_strategies", config["search"]["strategy"],
-                               **config["search"]["options"])
         plugins.notify("coral_run_started", run=info)
-        workers = scoring.sandbox.workers * 2
+        workers = session.scoring.sandbox.workers * 2
         trial, last = 0, None
         while True:
-            batch = search.ask()
+            batch = session.search.ask()
             if not batch:
                 break
             told = []
             for overrides in batch:
                 trial_config = _overridden(config, overrides)
                 store.set_trial(trial, dict(overrides), "running")
-                records = _Trial(trial, trial_config, tasks, dataset, model, scoring.scorer,
-                                 store, info, progress).run(workers)
-                result = summarize(tasks, records)
+                records = _Trial(trial, trial_config, session.tasks, session.dataset,
+                                 session.model, session.scoring.scorer, store, info,
+                                 progress).run(workers)
+                result = summarize(session.tasks, records)
                 store.set_trial(trial, dict(overrides), "finished", result["objectives"])
                 told.append((overrides, {**result["objectives"], "fitness": result["fitness"]}))
-                last = (trial, overrides, result)
+                last = result
                 trial += 1
-            search.tell(told)
+            session.search.tell(told)
         if last is None:
             raise UserError(f"search strategy '{config['search']['strategy']}' proposed nothing")
-        summary = build_summary(info.run_dir, config, last[2], scoring.sandbox.isolated)
+        summary = build_summary(info.run_dir, config, last, session.scoring.sandbox.isolated)
         write_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
         plugins.notify("coral_run_finished", run=info, summary=summary)
         return summary
     finally:
-        scoring.close()
-        close = getattr(locals().get("model"), "close", None)
-        if callable(close):
-            close()
+        session.scoring.context.store = None
         store.close()
 
 

@@ -20,10 +20,8 @@ from coral_plugins.models.openai import OpenAIRequestError, create_model
 from coral_plugins.models.openai_retry import Backoff, is_retryable_status, parse_retry_after
 from fault_proxy import FaultProxy
 
-if TYPE_CHECKING:  # imported by pytest_plugins; importing it first would skip assert rewriting
+if TYPE_CHECKING:  # registered in conftest.py; importing it first would skip assert rewriting
     from serve_fixture import ServedModel
-
-pytest_plugins = ("serve_fixture",)
 
 KEY = "sk-coral-test-SECRET-5f2c8e1d9a"
 

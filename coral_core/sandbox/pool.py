@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import queue
-import selectors
+import select
 import shutil
 import subprocess
 import sys
@@ -25,6 +25,7 @@ from typing import Any
 
 from ..types import ExecutionSpec
 from .decode import DecodeError, decode_record
+from .worker import WALL_FACTOR
 from .policy import NOBODY, SandboxPolicy, bwrap_available, bwrap_command, scrubbed_environment
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,10 @@ class _Slot:
                     stream.close()
             self.process = None
         if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            try:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+            except RecursionError:  # a candidate's tree deeper than Python recurses
+                subprocess.run(["rm", "-rf", "--", self.scratch], check=False)
             self.scratch = None
 
     def run(self, job: Job) -> ExecutionResult:
@@ -136,25 +140,19 @@ class _Slot:
         assert self.process is not None and self.process.stdin is not None
         self.job_id += 1
         payload = job.payload
-        budget = payload["load_timeout"] + sum(payload["timeouts"]) + 10.0 + 0.05 * len(
-            payload["steps"]
-        )
+        budget = (payload["load_timeout"] + WALL_FACTOR * sum(payload["timeouts"]) + 10.0
+                  + 0.05 * len(payload["steps"]))
         deadline = time.monotonic() + budget
         self.process.stdin.write(
             json.dumps({"id": self.job_id, "job": payload}).encode() + b"\n"
         )
         self.process.stdin.flush()
-        steps: dict[int, StepResult] = {}
-        while True:
-            message = self._read_line(deadline)
-            if message.get("id") != self.job_id:
-                raise WorkerDied("sandbox worker sent a message for another job")
-            if message.get("done"):
-                break
-            steps[message["step"]] = _step_result(message)
-        ordered = tuple(
-            steps.get(i, StepResult("error", detail="no result")) for i in range(len(payload["steps"]))
-        )
+        message = self._read_line(deadline)
+        if message.get("id") != self.job_id or not message.get("done"):
+            raise WorkerDied("sandbox worker sent an unexpected message")
+        steps = {m["step"]: _step_result(m) for m in message.get("steps", ())}
+        ordered = tuple(steps.get(i, StepResult("error", detail="no result"))
+                        for i in range(len(payload["steps"])))
         return ExecutionResult(
             steps=ordered, load_error=message.get("load_error", ""),
             load_seconds=float(message.get("load_seconds", 0.0)),
@@ -165,20 +163,21 @@ class _Slot:
     def _read_line(self, deadline: float) -> dict[str, Any]:
         assert self.process is not None and self.process.stdout is not None
         fd = self.process.stdout.fileno()
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self.buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise WorkerDied("sandbox worker stopped answering")
-                if not selector.select(remaining):
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise WorkerDied("sandbox worker exited")
-                self.buffer += chunk
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerDied("sandbox worker stopped answering")
+            if not select.select([fd], [], [], remaining)[0]:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise WorkerDied("sandbox worker exited")
+            self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError) as error:
+            raise WorkerDied(f"sandbox worker sent an unreadable message ({error})") from None
 
 
 def _step_result(message: dict[str, Any]) -> StepResult:
@@ -188,6 +187,24 @@ def _step_result(message: dict[str, Any]) -> StepResult:
     except DecodeError as error:
         status, detail, records = "error", f"unrepresentable value: {error}", ()
     return StepResult(status, records, detail, float(message.get("seconds", 0.0)))
+
+
+def _stop_quietly(slot: "_Slot") -> None:
+    try:
+        slot.stop()
+    except Exception:  # a slot that cannot be cleaned must not stop the pool
+        log.exception("could not stop sandbox slot %d cleanly", slot.index)
+
+
+def _make_undumpable() -> None:
+    """Without bubblewrap a candidate runs as our user and could read /proc/<coral>/environ
+    (API keys) or ptrace us; a non-dumpable process refuses both to same-user processes."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+    except (OSError, AttributeError):
+        log.warning("could not make the Coral process non-dumpable")
 
 
 def _worker_file() -> str:
@@ -221,6 +238,8 @@ class Sandbox:
             from ..errors import UserError
 
             raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
+        if os.geteuid() != 0:
+            _make_undumpable()
         if not _warned:
             _warned = True
             log.warning(
@@ -261,17 +280,17 @@ class Sandbox:
                 try:
                     future.set_result(slot.run(job))
                 except WorkerDied as error:
-                    slot.stop()
+                    _stop_quietly(slot)
                     steps = tuple(
                         StepResult("error", detail=str(error)) for _ in job.payload["steps"]
                     )
                     future.set_result(ExecutionResult(steps, load_error=str(error),
                                                       isolated=self.isolated))
                 except BaseException as error:  # never leave a caller waiting
-                    slot.stop()
+                    _stop_quietly(slot)
                     future.set_exception(error)
         finally:
-            slot.stop()
+            _stop_quietly(slot)
 
     def close(self) -> None:
         with self._lock:

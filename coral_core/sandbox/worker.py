@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import shutil
 import signal
+import stat
 import sys
 import time
+import types
 
 PREIMPORT = (
     "array", "bisect", "collections", "copy", "dataclasses", "decimal", "enum", "fractions",
@@ -34,6 +37,8 @@ PREIMPORT = (
 
 IS_INIT = os.getpid() == 1
 MAX_DEPTH = 100  # nesting of a recorded value (tagged containers count twice)
+WALL_FACTOR = 3.0  # a step may take this many times its timeout in wall-clock time
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------- encoding (child side)
@@ -104,8 +109,6 @@ def _write_all(fd, data):
 
 
 def _apply_limits(limits):
-    import resource
-
     pairs = (
         (resource.RLIMIT_AS, limits["memory_bytes"]),
         (resource.RLIMIT_CPU, limits["cpu_seconds"]),
@@ -124,6 +127,9 @@ def _apply_limits(limits):
 def _child(job, first, result_fd, scratch):
     """Runs in the forked child; never returns."""
     try:
+        _drop_fully()
+        _clear_keyring()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
         os.chdir(scratch)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -135,6 +141,7 @@ def _child(job, first, result_fd, scratch):
         os.closerange(3, result_fd)
         os.closerange(result_fd + 1, 65536)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
         _apply_limits(job["limits"])
     except BaseException:  # nothing sensible left to do
         os._exit(70)
@@ -154,19 +161,17 @@ def _child(job, first, result_fd, scratch):
             text = json.dumps({"x": _describe(error)})
         send("R" + text)
 
-    import types
-
     try:
         for name, source in job["support"]:
-            _load_module(types, name, source)
-        module = _load_module(types, job["module"], job["code"])
+            _load_module(name, source)
+        module = _load_module(job["module"], job["code"])
         namespace = {"__name__": "__coral_tests__", "__coral_record__": record}
         if job["setup"]:
             exec(compile(job["setup"], "<tests>", "exec"), namespace)
     except BaseException as error:
         send("X" + _describe(error))
         os._exit(0)
-    send("L")
+    send("L %.6f" % _own_cpu())
     steps = job["steps"]
     for index in range(first, len(steps)):
         step = steps[index]
@@ -179,9 +184,9 @@ def _child(job, first, result_fd, scratch):
                 if step.get("project") == "list":
                     result = list(result)
                 record(result)
-            send("E%d" % index)
+            send("E%d %.6f" % (index, _own_cpu()))
         except BaseException as error:
-            send("E%d %s" % (index, _describe(error)))
+            send("E%d %.6f %s" % (index, _own_cpu(), _describe(error)))
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -190,7 +195,12 @@ def _child(job, first, result_fd, scratch):
     os._exit(0)
 
 
-def _load_module(types, name, source):
+def _own_cpu():
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _load_module(name, source):
     module = types.ModuleType(name)
     module.__file__ = name.replace(".", "/") + ".py"
     sys.modules[name] = module
@@ -211,7 +221,8 @@ def _describe(error):
 class Job:
     """Relays one job's children and enforces its deadlines."""
 
-    def __init__(self, job_id, job, scratch, emit):
+    def __init__(self, job_id, job, scratch, emit, writable=()):
+        self.writable = writable
         self.id = job_id
         self.job = job
         self.scratch = scratch
@@ -223,19 +234,34 @@ class Job:
         self.load_seconds = 0.0
 
     def run(self):
+        """Run every step (a fresh child after a timeout or crash); report once, at the end."""
         os.makedirs(self.scratch, exist_ok=True)
+        self.results = []
         first = 0
         while first < len(self.steps):
             first = self._run_child(first)
-        self.emit({"id": self.id, "done": True, "load_error": self.load_error,
-                   "load_seconds": self.load_seconds,
-                   "stdout": _tail(os.path.join(self.scratch, "stdout"), self.job),
-                   "stderr": _tail(os.path.join(self.scratch, "stderr"), self.job)})
+        head = json.dumps({"id": self.id, "done": True, "load_error": self.load_error,
+                           "load_seconds": round(self.load_seconds, 6),
+                           "stdout": _tail(os.path.join(self.scratch, "stdout"), self.job),
+                           "stderr": _tail(os.path.join(self.scratch, "stderr"), self.job)})
+        try:  # before reporting: whatever goes wrong here is this job's doing
+            for root in self.writable:
+                _clean(root)
+            if IS_INIT:
+                _remove_ipc()
+        except BaseException:
+            os._exit(1)
+        self.emit(head[:-1] + ',"steps":[' + ",".join(self.results) + "]}")
 
     def _run_child(self, first):
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
-        pid = os.fork()
+        pid = _fork(started + self.job["load_timeout"])
+        if pid is None:
+            os.close(read_fd)
+            os.close(write_fd)
+            return self._fail_load("the sandbox could not start a process (process limit)",
+                                   first)
         if pid == 0:
             os.close(read_fd)
             _child(self.job, first, write_fd, self.scratch)
@@ -247,22 +273,44 @@ class Job:
             _kill_all(pid)
 
     def _relay(self, fd, pid, first, started):
+        """Relay one child's messages; a step times out on CPU time, or on wall time x3.
+
+        Counting CPU time keeps a busy machine from failing a slow but correct program;
+        the wall-clock backstop catches programs that sleep or block.
+        """
         step, loaded, records = first, False, []
-        step_started = started
-        deadline = started + self.job["load_timeout"]
+        step_started = cpu_at_start = 0.0
+        deadline = hard = started + self.job["load_timeout"]
         buffer = b""
         poller = select.poll()
         poller.register(fd, select.POLLIN)
+        memory_check = started + MEMORY_PERIOD
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            if now >= memory_check:
+                if _job_memory(pid) > self.job["limits"]["memory_bytes"]:
+                    if not loaded:
+                        return self._fail_load("MemoryError: the program's processes took more "
+                                               "than its memory limit", first)
+                    self._step(step, "error", records, "MemoryError: the program's processes "
+                               "took more than its memory limit", now - step_started)
+                    return step + 1
+                memory_check = now + MEMORY_PERIOD
+            if now >= deadline:
                 if not loaded:
                     return self._fail_load("TimeoutError: loading took longer than %.3g s"
                                            % self.job["load_timeout"], first)
-                self._step(step, "timeout", records, "timed out after %.3g s"
-                           % self.timeouts[step], time.monotonic() - step_started)
-                return step + 1
-            if not poller.poll(remaining * 1000):
+                limit = self.timeouts[step]
+                used = _job_cpu(pid) - cpu_at_start
+                if now >= hard or used >= limit:
+                    why = ("%.3g s of CPU time" % limit if used >= limit
+                           else "%.3g s of wall-clock time" % (limit * WALL_FACTOR))
+                    self._step(step, "timeout", records, "timed out after " + why,
+                               now - step_started)
+                    return step + 1
+                deadline = min(hard, now + max(0.005, limit - used))
+                continue
+            if not poller.poll((min(deadline, memory_check) - now) * 1000):
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
@@ -278,49 +326,143 @@ class Job:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 now = time.monotonic()
-                kind, payload = line[:1], line[1:]
-                if kind == b"L" and not loaded:
-                    loaded = True
-                    self.load_seconds = now - started
-                    step_started, deadline = now, now + self.timeouts[step]
-                elif kind == b"R" and loaded:
+                kind, payload = line[:1], line[1:].decode("utf-8", "replace")
+                if kind == b"R" and loaded:
                     if len(payload) > self.max_record or not _valid_json(payload):
                         self._step(step, "error", [], "recorded value too large or malformed",
                                    now - step_started)
                         return step + 1
-                    records.append(payload.decode("utf-8", "replace"))
-                elif kind == b"E" and loaded:
-                    head, _, detail = payload.decode("utf-8", "replace").partition(" ")
-                    if head != str(step):
-                        self._step(step, "error", [], "protocol violation", now - step_started)
-                        return step + 1
+                    records.append(payload)
+                    continue
+                if kind == b"X" and not loaded:
+                    return self._fail_load(payload, first)
+                parsed = _parse_progress(kind, payload, loaded, step)
+                if parsed is None:
+                    if not loaded:
+                        return self._fail_load("protocol violation while loading", first)
+                    self._step(step, "error", [], "protocol violation", now - step_started)
+                    return step + 1
+                cpu, detail = parsed
+                if kind == b"L":
+                    loaded = True
+                    self.load_seconds = now - started
+                else:
                     self._step(step, "error" if detail else "ok", records, detail,
                                now - step_started)
                     step, records = step + 1, []
                     if step >= len(self.steps):
                         return step
-                    step_started, deadline = now, now + self.timeouts[step]
-                elif kind == b"X" and not loaded:
-                    return self._fail_load(payload.decode("utf-8", "replace"), first)
-                elif not loaded:
-                    return self._fail_load("protocol violation while loading", first)
-                else:
-                    self._step(step, "error", [], "protocol violation", now - step_started)
-                    return step + 1
+                limit = self.timeouts[step]
+                step_started, cpu_at_start = now, cpu
+                deadline, hard = now + limit, now + limit * WALL_FACTOR
             if len(buffer) > self.max_record + 64:
                 self._step(step, "error", [], "recorded value too large", 0.0)
                 return step + 1
 
     def _step(self, index, status, records, detail, seconds):
-        head = json.dumps({"id": self.id, "step": index, "status": status,
-                           "detail": detail[:300], "seconds": round(seconds, 6)})
-        self.emit(head[:-1] + ',"records":[' + ",".join(records) + "]}")
+        """Records are embedded verbatim: each was checked to be one valid JSON value."""
+        head = json.dumps({"step": index, "status": status, "detail": detail[:300],
+                           "seconds": round(seconds, 6)})
+        self.results.append(head[:-1] + ',"records":[' + ",".join(records) + "]}")
 
     def _fail_load(self, detail, first):
         self.load_error = detail[:300]
         for index in range(first, len(self.steps)):
             self._step(index, "error", [], "the program did not load: " + detail, 0.0)
         return len(self.steps)
+
+
+def _fork(deadline):
+    """fork(), retried while the process limit is reached: the sandbox user's process count
+    is shared by every slot (when Coral runs as root), so another slot's fork bomb must not
+    fail this job; it is killed when its own job ends."""
+    while True:
+        try:
+            return os.fork()
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return None
+            signal.sigtimedwait([signal.SIGCHLD], 0.01)
+
+
+def _parse_progress(kind, payload, loaded, step):
+    """`L <cpu>` before loading, `E<step> <cpu> [detail]` after: (cpu, detail) or None."""
+    if kind == b"L" and not loaded:
+        head, detail = "", payload.strip()
+        cpu_text = detail
+        detail = ""
+    elif kind == b"E" and loaded:
+        head, _, rest = payload.partition(" ")
+        if head != str(step):
+            return None
+        cpu_text, _, detail = rest.partition(" ")
+    else:
+        return None
+    try:
+        cpu = float(cpu_text)
+    except ValueError:
+        return None
+    return cpu, detail
+
+
+MEMORY_PERIOD = 0.02  # how often the job's total memory is sampled while it runs
+_BASELINE = []
+
+
+def _anon_kb(entry):
+    try:
+        with open("/proc/%s/status" % entry, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _job_memory(pid):
+    """Anonymous memory of every process of the job (a fork shares the worker's pages at
+    first: those count once), in bytes."""
+    if not _BASELINE:
+        _BASELINE.append(_anon_kb("self"))
+    base = _BASELINE[0]
+    return (base + sum(max(0, _anon_kb(entry) - base) for entry in _job_pids())) * 1024
+
+
+def _job_pids():
+    """Every process of the job: the whole namespace but us as PID 1, else our descendants."""
+    entries = [p for p in os.listdir("/proc") if p.isdigit()]
+    if IS_INIT:
+        return [p for p in entries if p != "1"]
+    children = {}
+    for entry in entries:
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as handle:
+                parent = handle.read().rsplit(b")", 1)[1].split()[1].decode()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(parent, []).append(entry)
+    found, todo = [], [str(os.getpid())]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _job_cpu(pid):
+    """CPU seconds used so far by the job: every process in the namespace but us (as PID 1),
+    otherwise the child and the children it has waited for."""
+    pids = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"] if IS_INIT else [str(pid)]
+    total = 0
+    for entry in pids:
+        try:
+            with open("/proc/%s/stat" % entry, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            total += sum(int(value) for value in fields[11:15])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / TICKS
 
 
 def _valid_json(payload):
@@ -341,11 +483,20 @@ def _valid_json(payload):
     return True
 
 
-def _wait_status(pid):
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return "status unknown"
+def _wait_status(pid, grace=0.1):
+    """How the child ended; one that closed its pipe but lives on is killed (never block)."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return "status unknown"
+        if done:
+            break
+        if time.monotonic() >= deadline:
+            _kill_all(pid)
+            return "it closed its result pipe and kept running"
+        signal.sigtimedwait([signal.SIGCHLD], 0.005)
     if os.WIFSIGNALED(status):
         return "killed by signal %d" % os.WTERMSIG(status)
     return "exit status %d" % os.WEXITSTATUS(status)
@@ -369,7 +520,7 @@ def _kill_all(pid):
                         pass
         if _reap() or time.monotonic() > deadline:
             return
-        time.sleep(0.0005)
+        signal.sigtimedwait([signal.SIGCHLD], 0.01)  # SIGCHLD is blocked: wait for the next
 
 
 def _descendants():
@@ -401,15 +552,22 @@ def _reap():
 
 
 def _tail(path, job):
+    """The end of a captured stream; the child may have replaced the file by anything (a
+    FIFO would block us forever, a symlink would make us read for it): regular files only."""
     limit = job["limits"]["output_bytes"]
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - limit))
-            return handle.read(limit).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        return os.pread(fd, limit, max(0, info.st_size - limit)).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _clean(root):
@@ -425,21 +583,109 @@ def _clean(root):
     for entry in os.listdir(root):
         path = os.path.join(root, entry)
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, onerror=unlock)
+            try:
+                shutil.rmtree(path, onerror=unlock)
+            except RecursionError:  # deeper than Python recurses
+                pass
+            if os.path.lexists(path):  # too deep, or directories locked with chmod 0
+                _remove_tree(path)
         else:
             try:
                 os.unlink(path)
             except OSError:
                 pass
+    if os.listdir(root):
+        raise OSError("cannot clean " + root)
+
+
+def _remove_tree(path):
+    """Remove a directory tree of any depth and permissions, iteratively: walking down with
+    chdir keeps every path short, and each directory is unlocked before it is entered."""
+    home = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(os.path.dirname(path))
+        stack = [os.path.basename(path)]
+        while stack:
+            os.chmod(stack[-1], 0o700)
+            os.chdir(stack[-1])
+            below = None
+            for entry in os.listdir("."):
+                if stat.S_ISDIR(os.lstat(entry).st_mode):
+                    below = entry
+                    break
+                os.unlink(entry)
+            if below is not None:  # we are in its parent, as the loop expects
+                stack.append(below)
+                continue
+            os.chdir("..")
+            os.rmdir(stack.pop())
+            if stack:
+                os.chdir("..")
+    finally:
+        os.fchdir(home)
+        os.close(home)
+
+
+def _remove_ipc():
+    """System V IPC objects outlive their processes (shared memory keeps its memory, outside
+    any rlimit): as PID 1 of a private IPC namespace, every object in it is the job's."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    removers = {"shm": lambda ident: libc.shmctl(ident, 0, None),  # IPC_RMID = 0
+                "msg": lambda ident: libc.msgctl(ident, 0, None),
+                "sem": lambda ident: libc.semctl(ident, 0, 0)}
+    for table, remove in removers.items():
+        try:
+            with open("/proc/sysvipc/" + table) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            remove(int(row.split()[1]))
+
+
+CHILD_IDS = None  # (uid, gid) the children run as, when the worker was started as root
 
 
 def _drop_privileges(uid, gid):
+    """The worker acts as `uid` (files, /proc) but keeps root as its real and saved uid, so
+    that no process running as `uid` (its children, other slots) may signal or trace it."""
     try:
         os.setgroups([])
     except OSError:
         pass
-    os.setgid(gid)
-    os.setuid(uid)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(0, uid, 0)
+
+
+def _die_with_parent():
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def _clear_keyring():
+    """The kernel keyring of the sandbox user is shared by all its processes on the host and
+    outlives them: each candidate starts with it empty, so no state passes between them."""
+    number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)  # keyctl(2)
+    if number and CHILD_IDS is not None:  # never the keyring of the user who runs Coral
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).syscall(number, 7, -4)  # KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING
+        except (ImportError, OSError, AttributeError):
+            pass
+
+
+def _drop_fully():
+    if CHILD_IDS is not None:
+        uid, gid = CHILD_IDS
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
 
 
 def _harden():
@@ -451,23 +697,27 @@ def _harden():
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
         if not IS_INIT:
             libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
-    except (OSError, AttributeError):
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the host
+    except (ImportError, OSError, AttributeError):
         pass
 
 
 def main(argv):
+    global CHILD_IDS
     scratch_root = argv[1]
     writable = [scratch_root] + [path for path in ("/dev/shm",) if IS_INIT and os.path.isdir(path)]
-    if len(argv) > 3 and os.geteuid() == 0:
-        _drop_privileges(int(argv[2]), int(argv[3]))
-    _harden()
+    _harden()  # while still root: the interpreter's own files may be readable by root only
     for name in PREIMPORT:
         try:
             __import__(name)
         except ImportError:
             pass
-    if IS_INIT:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    if len(argv) > 3 and os.geteuid() == 0:
+        CHILD_IDS = (int(argv[2]), int(argv[3]))
+        _drop_privileges(*CHILD_IDS)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler would let children signal PID 1
+    _die_with_parent()  # changing uids cleared bubblewrap's --die-with-parent
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # consumed by sigtimedwait
     out = sys.stdout.buffer
 
     def emit(message):
@@ -479,11 +729,7 @@ def main(argv):
     for raw in sys.stdin.buffer:
         request = json.loads(raw)
         scratch = os.path.join(scratch_root, "job")
-        try:
-            Job(request["id"], request["job"], scratch, emit).run()
-        finally:
-            for root in writable:
-                _clean(root)
+        Job(request["id"], request["job"], scratch, emit, writable).run()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import logging
 import os
 import tempfile
 import threading
+import warnings
 
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
@@ -30,7 +31,9 @@ class SecurityEvaluator:
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
         for name in ("bandit", "stevedore"):  # optional report formatters it cannot load
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        from bandit.core import config, manager
+        with warnings.catch_warnings():  # stevedore's deprecation notices, not ours
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from bandit.core import config, manager
 
         path = os.path.join(self._dir, f"{candidate.task.id}.py")
         with self._lock:
@@ -38,7 +41,9 @@ class SecurityEvaluator:
                 self._config = config.BanditConfig()
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(candidate.code)
-            bandit = manager.BanditManager(self._config, "file", quiet=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                bandit = manager.BanditManager(self._config, "file", quiet=True)
             bandit.discover_files([path])
             bandit.run_tests()
             issues = bandit.get_issue_list()

@@ -1,0 +1,38 @@
+# Coral: `make run` runs the main job, `make test` runs the test suite.
+# Both create .venv if it is missing and install Coral into it (torch pinned first).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.coral-installed
+
+.PHONY: install run test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[hf,openai,test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# QuixBugs comes from CORAL_DATA_DIR (or --data-dir); without it, the pinned upstream archive
+# is fetched once into the user cache.
+run: install
+	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
+	$(BIN)/coral run --plugin quixbugs
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/models.py
+
+lint: install
+	$(BIN)/python -m flake8 --max-line-length 100 coral_core cli plugins tests benchmarks
+
+clean:
+	rm -rf $(VENV) *.egg-info runs .pytest_cache

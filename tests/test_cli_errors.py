@@ -1,0 +1,87 @@
+"""Errors a user can cause end with one line on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import coral_env, run_coral
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, data_dir):
+    root = tmp_path_factory.mktemp("inputs")
+    good = (data_dir / "quixbugs" / "correct_python_programs" / "gcd.py").read_text()
+    (root / "unknown_key.toml").write_text('[model]\ntemperature = 0.5\ntemprature = 0.7\n')
+    (root / "wrong_type.toml").write_text('[run]\nseed = 1\nsamples = "ten"\n')
+    (root / "malformed.toml").write_text('[run]\nsamples = = 3\n')
+    (root / "unknown_section.toml").write_text('[modle]\nspec = "baseline"\n')
+    (root / "bad_range.toml").write_text('[model]\ntop_p = 1.5\n')
+    (root / "unknown_evaluator.toml").write_text('[evaluators]\nuse = ["tests", "nope"]\n')
+    (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
+    (root / "gcd.py").write_text(good)
+    (root / "latin1.py").write_bytes("def gcd(a, b):\n    return 'é'\n".encode("latin-1"))
+    (root / "empty_data").mkdir()
+    (root / "not_a_run").mkdir()
+    (root / "not_a_run" / "notes.txt").write_text("hello")
+    (root / "no_py").mkdir()
+    return root
+
+
+CASES = {
+    "unknown plugin": (["run", "--plugin", "nope"], "unknown experiment 'nope'"),
+    "unknown model": (["run", "--plugin", "quixbugs", "--model", "gpt9:x"], "unknown model 'gpt9'"),
+    "unknown evaluator": (["run", "--plugin", "quixbugs", "--config", "{unknown_evaluator.toml}"],
+                          "unknown evaluator 'nope'"),
+    "unknown key": (["run", "--plugin", "quixbugs", "--config", "{unknown_key.toml}"],
+                    "unknown key 'model.temprature'"),
+    "unknown section": (["run", "--plugin", "quixbugs", "--config", "{unknown_section.toml}"],
+                        "unknown section [modle]"),
+    "wrong type": (["run", "--plugin", "quixbugs", "--config", "{wrong_type.toml}"],
+                   "'run.samples' must be an integer"),
+    "out of range": (["run", "--plugin", "quixbugs", "--config", "{bad_range.toml}"],
+                     "'model.top_p' must be in (0, 1]"),
+    "malformed TOML": (["run", "--plugin", "quixbugs", "--config", "{malformed.toml}"],
+                       "invalid TOML"),
+    "missing config": (["run", "--plugin", "quixbugs", "--config", "{absent.toml}"],
+                       "cannot read config"),
+    "missing data dir": (["run", "--plugin", "quixbugs", "--data-dir", "{absent_dir}"],
+                         "does not exist"),
+    "empty data dir": (["run", "--plugin", "quixbugs", "--data-dir", "{empty_data}"],
+                       "has no 'quixbugs' folder"),
+    "unknown split": (["run", "--plugin", "quixbugs", "--config", "{unknown_split.toml}"],
+                      "unknown split 'validation'"),
+    "contamination": (["evaluate", "--plugin", "quixbugs", "--problem", "nope",
+                       "--candidate", "{gcd.py}"], "unknown QuixBugs problem 'nope'"),
+    "unreadable candidate": (["evaluate", "--plugin", "quixbugs", "--problem", "gcd",
+                              "--candidate", "{absent.py}"], "cannot read candidate"),
+    "candidate not UTF-8": (["evaluate", "--plugin", "quixbugs", "--problem", "gcd",
+                             "--candidate", "{latin1.py}"], "is not UTF-8"),
+    "candidate dir without programs": (["evaluate", "--plugin", "quixbugs", "--candidate-dir",
+                                        "{no_py}"], "holds no .py files"),
+    "bad --samples": (["run", "--plugin", "quixbugs", "--samples", "0"],
+                      "--samples must be at least 1"),
+    "non-integer --samples": (["run", "--plugin", "quixbugs", "--samples", "many"],
+                              "Invalid value for '--samples'"),
+    "resume of a folder that is not a run": (["run", "--resume", "{not_a_run}"],
+                                             "is not a Coral run directory"),
+    "unknown executor": (["run", "--plugin", "quixbugs", "--executor", "slurm"],
+                         "unknown executor 'slurm'"),
+    "unknown command": (["frobnicate"], "No such command"),
+    "unknown option": (["run", "--plugin", "quixbugs", "--colour"], "No such option"),
+    "report of a folder that is not a run": (["report", "{not_a_run}"],
+                                             "is not a Coral run directory"),
+    "fetch of an unknown data set": (["datasets", "fetch", "nope"], "unknown dataset 'nope'"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_user_error_is_one_line_and_status_2(name, files, tmp_path, data_dir):
+    args, message = CASES[name]
+    args = [str(files / a[1:-1]) if a.startswith("{") else a for a in args]
+    result = run_coral(*args, env=coral_env(data_dir), cwd=tmp_path)
+    assert result.returncode == 2, (name, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, (name, result.stderr)
+    assert message in lines[0], (name, lines[0])
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists(), "a failed start must not leave a run directory"

@@ -1,0 +1,63 @@
+"""`coral evaluate`: the JSON contract for one candidate and for a folder of them."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import coral_env, run_coral
+
+KEYS = {"problem", "passed", "tests", "outcomes", "objectives", "fitness"}
+
+
+def test_single_candidate_json_contract(tmp_path, data_dir):
+    candidate = data_dir / "quixbugs" / "python_programs" / "gcd.py"
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
+                       str(candidate), "--json", env=coral_env(data_dir))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert KEYS <= set(document)
+    assert document["problem"] == "gcd" and document["passed"] is False
+    assert set(document["tests"]) == {"total", "passed", "failed", "timeout", "error"}
+    assert document["tests"]["total"] == len(document["outcomes"]) == 6
+    assert sum(document["tests"][k] for k in ("passed", "failed", "timeout", "error")) == 6
+    assert all(o["status"] in ("pass", "fail", "timeout", "error") and "detail" in o
+               for o in document["outcomes"])
+    assert set(document["objectives"]) == {"bugfix", "style", "security", "runtime", "syntax"}
+    assert 0 <= document["fitness"] <= 1
+
+
+def test_candidate_dir_scores_every_file_against_the_problem_in_its_name(tmp_path, data_dir):
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    programs = data_dir / "quixbugs"
+    (folder / "sieve.py").write_text((programs / "correct_python_programs" / "sieve.py").read_text())
+    (folder / "sieve__buggy.py").write_text((programs / "python_programs" / "sieve.py").read_text())
+    (folder / "gcd__attempt2.py").write_text("def gcd(a, b):\n    return 1\n")
+    (folder / "notes.txt").write_text("ignored")
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                       "--json", env=coral_env(data_dir))
+    assert result.returncode == 0, result.stderr
+    documents = json.loads(result.stdout)
+    by_file = {d["file"].rsplit("/", 1)[-1]: d for d in documents}
+    assert set(by_file) == {"sieve.py", "sieve__buggy.py", "gcd__attempt2.py"}
+    assert all(KEYS <= set(d) for d in documents)
+    assert by_file["sieve.py"]["problem"] == "sieve" and by_file["sieve.py"]["passed"] is True
+    assert by_file["sieve__buggy.py"]["passed"] is False
+    assert by_file["gcd__attempt2.py"]["problem"] == "gcd"
+
+
+def test_candidate_dir_with_an_unknown_problem_fails_before_scoring(tmp_path, data_dir):
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    (folder / "nosuch.py").write_text("x = 1\n")
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                       env=coral_env(data_dir))
+    assert result.returncode == 2 and "unknown QuixBugs problem 'nosuch'" in result.stderr
+
+
+def test_human_output_shows_each_test(data_dir):
+    candidate = data_dir / "quixbugs" / "correct_python_programs" / "gcd.py"
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
+                       str(candidate), env=coral_env(data_dir, COLUMNS="160"))
+    assert result.returncode == 0, result.stderr
+    assert "PASSED" in result.stdout and "gcd[5]" in result.stdout and "fitness" in result.stdout

@@ -1,0 +1,42 @@
+"""Finding the program in a model's reply."""
+
+from __future__ import annotations
+
+from coral_core.extract import extract_python
+
+FIXED = "def gcd(a, b):\n    if b == 0:\n        return a\n    return gcd(b, a % b)"
+
+
+def test_completion_that_closes_the_prompt_fence():
+    assert extract_python(FIXED + "\n```\nThis works because...", "gcd") == FIXED
+
+
+def test_chat_reply_with_prose_around_one_block():
+    reply = f"Sure! Here is the fix:\n\n```python\n{FIXED}\n```\n\nThe bug was the order."
+    assert extract_python(reply, "gcd") == FIXED
+
+
+def test_several_blocks_prefers_the_last_that_defines_the_entry_point():
+    reply = (f"The buggy code:\n```python\ndef gcd(a, b):\n    return gcd(a % b, b)\n```\n"
+             f"Fixed:\n```python\n{FIXED}\n```\nUsage:\n```python\nprint(gcd(4, 6))\n```\n")
+    assert extract_python(reply, "gcd") == FIXED
+
+
+def test_indented_block_is_dedented():
+    indented = "\n".join("    " + line for line in FIXED.splitlines())
+    reply = f"1. Fix it:\n   ```py\n{indented}\n   ```\n"
+    assert extract_python(reply, "gcd") == FIXED
+
+
+def test_bare_code_with_trailing_prose_is_trimmed_to_what_parses():
+    reply = f"Here you go\n{FIXED}\nThis is correct because gcd(b, a % b) shrinks."
+    assert extract_python(reply, "gcd") == FIXED
+
+
+def test_imports_and_helpers_before_the_function_are_kept():
+    code = "import math\n\n\ndef helper(x):\n    return x\n\n\n" + FIXED
+    assert extract_python(f"```python\n{code}\n```", "gcd") == code
+
+
+def test_unfenced_block_without_closing_fence():
+    assert extract_python(f"```python\n{FIXED}\n", "gcd") == FIXED

@@ -1,0 +1,103 @@
+"""The five objectives, the syntax gate and the weighted fitness, on real candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from coral_core.evaluation import EvaluationContext
+from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.scoring import Scorer, weighted_fitness
+from coral_core.types import Candidate
+from coral_plugins.datasets.quixbugs import QuixBugs
+from coral_plugins.evaluators.runtime import RuntimeEvaluator, runtime_score
+from coral_plugins.evaluators.security import SecurityEvaluator, security_score
+from coral_plugins.evaluators.style import StyleEvaluator, style_score
+from coral_plugins.evaluators.syntax import SyntaxEvaluator
+from coral_plugins.evaluators.tests import TestsEvaluator
+
+WEIGHTS = {"bugfix": 0.30, "security": 0.25, "syntax": 0.20, "style": 0.15, "runtime": 0.10}
+
+
+@pytest.fixture(scope="module")
+def scorer(data_dir):
+    sandbox = Sandbox(SandboxPolicy(timeout=2.0))
+    context = EvaluationContext(sandbox)
+    evaluators = [TestsEvaluator(), StyleEvaluator(), SecurityEvaluator(), SyntaxEvaluator(),
+                  RuntimeEvaluator()]
+    yield Scorer(evaluators, context, WEIGHTS, gate="syntax")
+    sandbox.close()
+
+
+@pytest.fixture(scope="module")
+def gcd(data_dir):
+    return QuixBugs(data_dir=str(data_dir)).task("gcd")
+
+
+def test_seed_formulas():
+    assert style_score(0) == 0.97 and style_score(3) == pytest.approx(0.65)
+    assert style_score(40) == 0.0
+    assert security_score(0, 0) == 1.0 and security_score(1, 2) == pytest.approx(0.5)
+    assert security_score(5, 0) == 0.0
+    assert runtime_score(0.010, 0.010, 4, 4) == pytest.approx(1.0)
+    assert runtime_score(0.021, 0.010, 4, 4) == pytest.approx(0.5)
+    assert runtime_score(0.005, 0.010, 2, 4) == pytest.approx(0.5), "faster caps at 1, x pass rate"
+    assert runtime_score(0.001, 0.010, 0, 4) == 0.0
+    assert weighted_fitness({"a": 1.0, "b": 0.0}, {"a": 3.0, "b": 1.0}) == 0.75
+    assert weighted_fitness({"a": 1.0, "extra": 0.0}, {"a": 1.0}) == 1.0
+
+
+def test_correct_program_scores_on_every_objective(scorer, gcd):
+    scored = scorer.score(Candidate(gcd, gcd.reference))
+    assert scored.passed
+    assert scored.objectives["bugfix"] == 1.0 and scored.objectives["syntax"] == 0.9
+    assert scored.objectives["security"] == 1.0
+    assert 0.2 < scored.objectives["runtime"] <= 1.0  # itself vs the reference: noise only
+    assert scored.fitness == pytest.approx(weighted_fitness(scored.objectives, WEIGHTS))
+
+
+def test_buggy_program_gets_partial_bugfix(scorer, gcd):
+    scored = scorer.score(Candidate(gcd, gcd.source))
+    tests = scored.details["tests"]["tests"]
+    assert not scored.passed and 0 < tests["passed"] < tests["total"]
+    assert scored.objectives["bugfix"] == pytest.approx(tests["passed"] / tests["total"])
+
+
+def test_flake8_and_bandit_findings_lower_style_and_security(scorer, gcd):
+    code = ("import subprocess\nimport os\ndef gcd(a,b):\n  if a < 0:\n"
+            "    subprocess.call(str(a), shell=True)\n    eval(str(b))\n"
+            "  return a if b == 0 else gcd(b, a % b)\n")
+    scored = scorer.score(Candidate(gcd, code))
+    assert scored.passed
+    assert scored.details["style"]["violations"] >= 4
+    assert {"F401", "E231", "E111"} <= set(scored.details["style"]["codes"])
+    assert scored.objectives["style"] == style_score(scored.details["style"]["violations"])
+    assert scored.details["security"]["high"] >= 1
+    assert scored.details["security"]["medium"] >= 1
+    assert scored.objectives["security"] == security_score(scored.details["security"]["high"],
+                                                           scored.details["security"]["medium"])
+    assert scored.objectives["security"] <= 0.6
+
+
+def test_program_without_the_entry_point_is_gated_to_zero(scorer, gcd):
+    for code in ("", "def not_gcd(a, b):\n    return a\n", "def gcd(a, b:\n"):
+        scored = scorer.score(Candidate(gcd, code))
+        assert all(value == 0.0 for value in scored.objectives.values()), code
+        assert scored.fitness == 0.0
+
+
+def test_identical_candidates_are_evaluated_once(scorer, gcd):
+    code = gcd.reference + "\n# cached\n"
+    first = scorer.score(Candidate(gcd, code))
+    assert scorer.score(Candidate(gcd, code)) is first
+
+
+def test_relative_timeouts_follow_the_reference(data_dir):
+    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
+    with Sandbox(SandboxPolicy(timeout=5.0)) as sandbox:
+        context = EvaluationContext(sandbox, timeout_factor=20.0, timeout_floor=0.2)
+        timeouts = context.timeouts(task)
+        assert len(timeouts) == len(task.execution.cases)
+        assert all(t == 0.2 for t in timeouts), "microsecond references -> the floor"
+        execution = context.execution(Candidate(task, task.source))  # loops forever
+    assert {o.status for o in execution.outcomes} == {"timeout"}
+    assert execution.result.seconds < 9 * 0.2 * 3 + 2

@@ -1,0 +1,74 @@
+"""All 80 upstream programs, scored by Coral and by the upstream pytest suite in the same test.
+
+Every correct program passes all its tests, every buggy one fails at least one, and the
+per-problem pass counts equal those of `pytest python_testcases` (5 s timeout, slow cases
+skipped) on the same copy of the data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from coral_core.checking import check_case
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy
+from coral_plugins.datasets.quixbugs import QuixBugs
+
+
+def _upstream(copy: Path, correct: bool) -> subprocess.Popen:
+    report = copy / ("correct.xml" if correct else "buggy.xml")
+    command = [sys.executable, "-m", "pytest", "python_testcases", "-q", "-p", "no:cacheprovider",
+               "--timeout=5", f"--junitxml={report}"] + (["--correct"] if correct else [])
+    return subprocess.Popen(command, cwd=copy, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def _passes(report: Path) -> Counter:
+    counts: Counter = Counter()
+    for case in ElementTree.parse(report).iter("testcase"):
+        problem = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("test_")
+        if not any(child.tag in ("failure", "error", "skipped") for child in case):
+            counts[problem] += 1
+    return counts
+
+
+@pytest.mark.slow
+def test_every_upstream_program_scores_as_upstream_pytest_does(tmp_path, data_dir):
+    copy = tmp_path / "quixbugs"
+    shutil.copytree(data_dir / "quixbugs", copy)
+    upstream = [_upstream(copy, correct=False), _upstream(copy, correct=True)]
+
+    dataset = QuixBugs(data_dir=str(data_dir))
+    tasks = dataset.tasks("all")
+    assert len(tasks) == 40
+    policy = SandboxPolicy(timeout=5.0)
+    coral: dict[str, Counter] = {"buggy": Counter(), "correct": Counter()}
+    with Sandbox(policy) as sandbox:
+        jobs = [(task, kind, sandbox.submit(Job.build(task.execution, code, policy)))
+                for task in tasks for kind, code in (("buggy", task.source),
+                                                     ("correct", task.reference))]
+        for task, kind, future in jobs:
+            result = future.result()
+            outcomes = [check_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
+            passed = sum(o.status == "pass" for o in outcomes)
+            coral[kind][task.id] = passed
+            if kind == "correct":
+                assert passed == len(outcomes), (task.id, [o for o in outcomes if o.status != "pass"])
+            else:
+                assert passed < len(outcomes), f"buggy {task.id} passes every test"
+
+    for process in upstream:
+        assert process.wait(timeout=600) in (0, 1)
+    assert sum(len(t.execution.cases) for t in tasks) == 276
+    for kind, report in (("buggy", copy / "buggy.xml"), ("correct", copy / "correct.xml")):
+        expected = _passes(report)
+        for task in tasks:
+            assert coral[kind][task.id] == expected[task.id], (kind, task.id)
