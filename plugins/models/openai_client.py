@@ -1,0 +1,441 @@
+"""The OpenAI-compatible client behind ``--model openai:MODEL`` (imported when used).
+
+Works with vLLM, Ollama, llama.cpp's server, ``transformers serve`` and hosted APIs. One
+Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
+ignore ``n``) are topped up with further requests, so exactly ``n`` come back. Requests
+run on a bounded thread pool, and transient failures (429, 5xx, timeouts, dropped
+connections) are retried with exponential backoff and jitter up to a limit.
+
+The API key is read from the environment on every request by an httpx auth hook: no
+Coral object holds it, so it cannot reach a record, a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import httpx
+
+from coral_core.errors import UserError
+from coral_core.types import Generation, GenerationRequest
+
+from .openai_retry import Backoff, is_retryable_status, parse_retry_after
+
+log = logging.getLogger(__name__)
+
+MODES = ("chat", "completions")
+CALL_ID_HEADER = "X-Coral-Call-Id"
+
+
+class OpenAIRequestError(UserError):
+    """A request failed for good: a non-retryable status, or retries used up.
+
+    A UserError because the fix is on the user's side (server down, wrong URL or model
+    name, missing key, rate limit too tight for the chosen concurrency).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class OpenAIOptions:
+    """The `[model.options]` table, validated. The API key is deliberately not here."""
+
+    base_url: str
+    mode: str = "chat"
+    concurrency: int = 8
+    max_retries: int = 5
+    timeout: float = 300.0
+    backoff_base: float = 0.5
+    backoff_max: float = 60.0
+    api_key_env: str = "OPENAI_API_KEY"
+    max_n_per_request: int | None = None
+    system_prompt: str | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "OpenAIOptions":
+        """Validate user options; every problem is a one-line UserError."""
+        options = {key: value for key, value in options.items() if value is not None}
+        if "api_key" in options:
+            raise UserError(
+                "openai: the API key is never taken as an option (it would end up in config "
+                "files and run records); set OPENAI_API_KEY, or name another variable with "
+                "option api_key_env"
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise UserError(
+                f"openai: unknown option(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        base_url = options.pop("base_url", None) or os.environ.get("OPENAI_BASE_URL")
+        if not base_url:
+            raise UserError(
+                "openai: no server URL; pass --base-url URL (option base_url) "
+                "or set OPENAI_BASE_URL"
+            )
+        parsed = cls(base_url=_normalise_base_url(str(base_url)), **options)
+        parsed._check()
+        return parsed
+
+    def _check(self) -> None:
+        def need(condition: bool, message: str) -> None:
+            if not condition:
+                raise UserError(f"openai: {message}")
+
+        def number(value: Any) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+        def integer(value: Any) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        need(self.mode in MODES, f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        need(integer(self.concurrency) and self.concurrency >= 1,
+             "concurrency must be an integer >= 1")
+        need(integer(self.max_retries) and self.max_retries >= 0,
+             "max_retries must be an integer >= 0")
+        need(number(self.timeout) and self.timeout > 0, "timeout must be a number of seconds > 0")
+        need(number(self.backoff_base) and self.backoff_base >= 0, "backoff_base must be >= 0")
+        need(number(self.backoff_max) and self.backoff_max >= 0, "backoff_max must be >= 0")
+        need(isinstance(self.api_key_env, str) and bool(self.api_key_env),
+             "api_key_env must name an environment variable")
+        need(self.max_n_per_request is None
+             or (integer(self.max_n_per_request) and self.max_n_per_request >= 1),
+             "max_n_per_request must be an integer >= 1")
+        need(self.system_prompt is None or isinstance(self.system_prompt, str),
+             "system_prompt must be a string")
+        need(isinstance(self.extra_body, Mapping), "extra_body must be a table")
+
+
+def _normalise_base_url(url: str) -> str:
+    """Accept `http://host:port` as well as `http://host:port/v1` (the SDK convention)."""
+    url = url.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(f"openai: base URL must look like http://HOST:PORT/v1, not {url!r}")
+    if not parts.path:
+        url += "/v1"
+    return url
+
+
+class _EnvKeyAuth(httpx.Auth):
+    """Adds `Authorization: Bearer $VAR` per request; the key lives only in the environment."""
+
+    def __init__(self, env_var: str) -> None:
+        self.env_var = env_var
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        key = os.environ.get(self.env_var)
+        if key:
+            request.headers["Authorization"] = f"Bearer {key}"
+        yield request
+
+
+@dataclass(frozen=True)
+class CallStats:
+    """Cumulative HTTP traffic of one model object: useful to see what faults cost."""
+
+    calls: int = 0  # logical calls that succeeded
+    attempts: int = 0  # HTTP attempts, successful or not
+    retries: int = 0  # attempts repeated after a transient failure
+    failures: Mapping[str, int] = field(default_factory=dict)  # transient failures by kind
+
+
+@dataclass
+class _Slot:
+    """Progress of one GenerationRequest: samples keyed by their first sample offset."""
+
+    parts: dict[int, list[Generation]] = field(default_factory=dict)
+    have: int = 0
+    in_flight: int = 0
+    next_offset: int = 0
+    calls: int = 0
+
+
+class _Aborted(Exception):
+    """Another call failed for good; this one stops retrying."""
+
+
+class OpenAIModel:
+    """Completes Coral requests on an OpenAI-compatible server (see the module docstring)."""
+
+    def __init__(self, model: str, options: OpenAIOptions) -> None:
+        self.model = model
+        self.name = f"openai:{model}"
+        self.options = options
+        self._backoff = Backoff(options.backoff_base, options.backoff_max)
+        self._rng = random.Random()  # nosec B311 - jitter only, nothing secret or reproducible
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+        # Most choices one reply has carried when it carried fewer than asked.
+        self._choices_cap: int | None = options.max_n_per_request
+        self._calls = self._attempts = self._retries = 0
+        self._failures: Counter[str] = Counter()
+        self._warned_unsent: set[str] = set()
+
+    def __repr__(self) -> str:
+        return (f"OpenAIModel(name={self.name!r}, base_url={self.options.base_url!r}, "
+                f"mode={self.options.mode!r})")
+
+    @property
+    def stats(self) -> CallStats:
+        with self._lock:
+            return CallStats(self._calls, self._attempts, self._retries, dict(self._failures))
+
+    def close(self) -> None:
+        """Close pooled connections; the model stays usable (a new pool opens on demand)."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def _http(self) -> httpx.Client:
+        """One client (and connection pool) per model object, made on first use."""
+        with self._lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def _make_client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.options.base_url,
+            timeout=httpx.Timeout(self.options.timeout),
+            limits=httpx.Limits(max_connections=self.options.concurrency,
+                                max_keepalive_connections=self.options.concurrency),
+            auth=_EnvKeyAuth(self.options.api_key_env),
+            headers={"User-Agent": "coral-openai"},
+        )
+
+    # ----- scheduling -----
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
+        """Exactly `request.params.n` generations per request, in request order."""
+        for request in requests:
+            if request.adapter is not None:
+                raise UserError(
+                    "openai: adapters cannot be applied per request on a server; serve the "
+                    "adapter as its own model (e.g. vLLM --lora-modules) and use openai:NAME"
+                )
+            self._warn_unsent(request)
+        before = self.stats
+        slots = [_Slot() for _ in requests]
+        abort = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=self.options.concurrency,
+                                  thread_name_prefix="coral-openai")
+        pending: dict[Future[list[Generation]], tuple[int, int, int]] = {}
+
+        def plan(index: int) -> None:
+            slot, want = slots[index], requests[index].params.n
+            missing = want - slot.have - slot.in_flight
+            while missing > 0:
+                count = min(missing, self._choices_cap or missing)
+                future = pool.submit(self._call, requests[index], count, slot.calls, abort)
+                pending[future] = (index, slot.next_offset, count)
+                slot.next_offset += count
+                slot.calls += 1
+                slot.in_flight += count
+                missing -= count
+
+        try:
+            for index in range(len(requests)):
+                plan(index)
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index, offset, count = pending.pop(future)
+                    samples = future.result()[:count]
+                    slot = slots[index]
+                    slot.in_flight -= count
+                    slot.parts[offset] = samples
+                    slot.have += len(samples)
+                    if len(samples) < count:
+                        self._learn_cap(len(samples), count)
+                        plan(index)
+        except BaseException:
+            abort.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        after = self.stats
+        if after.retries > before.retries:
+            kinds = {kind: count - before.failures.get(kind, 0)
+                     for kind, count in sorted(after.failures.items())}
+            log.warning("openai: retried %d transient failure(s) in this batch (%s)",
+                        after.retries - before.retries,
+                        ", ".join(f"{kind}: {count}" for kind, count in kinds.items() if count))
+        return [
+            [sample for offset in sorted(slot.parts) for sample in slot.parts[offset]][:r.params.n]
+            for slot, r in zip(slots, requests)
+        ]
+
+    def _learn_cap(self, got: int, asked: int) -> None:
+        with self._lock:
+            if self._choices_cap is None or got < self._choices_cap:
+                log.info("openai: server returned %d of %d choices; asking for at most %d "
+                         "per request from now on", got, asked, got)
+                self._choices_cap = got
+
+    def _warn_unsent(self, request: GenerationRequest) -> None:
+        params = request.params
+        unsent = [name for name, unset in (("top_k", params.top_k == 0),
+                                           ("repetition_penalty", params.repetition_penalty == 1.0))
+                  if not unset and name not in self.options.extra_body]
+        for name in unsent:
+            if name not in self._warned_unsent:
+                self._warned_unsent.add(name)
+                log.warning("openai: %s is not part of the OpenAI API and is not sent; servers "
+                            "that accept it (vLLM) can get it through option extra_body", name)
+
+    # ----- one logical call, with retries -----
+
+    def _body(self, request: GenerationRequest, count: int, call: int) -> dict[str, Any]:
+        params = request.params
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": params.max_new_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "n": count,
+            # A distinct seed per top-up call: otherwise a seeded server repeats one sample.
+            "seed": params.seed + call,
+        }
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if self.options.mode == "chat":
+            messages = [{"role": "user", "content": request.prompt}]
+            if self.options.system_prompt:
+                messages.insert(0, {"role": "system", "content": self.options.system_prompt})
+            body["messages"] = messages
+        else:
+            body["prompt"] = request.prompt
+        body.update(self.options.extra_body)
+        return body
+
+    def _call(self, request: GenerationRequest, count: int, call: int,
+              abort: threading.Event) -> list[Generation]:
+        """POST until a usable reply; transient failures wait and retry, others raise.
+
+        `call` numbers the calls made for this request (0 first, then top-ups).
+        """
+        path = "/chat/completions" if self.options.mode == "chat" else "/completions"
+        body = self._body(request, count, call)
+        headers = {CALL_ID_HEADER: uuid.uuid4().hex}
+        client, failures, tried_single = self._http(), 0, False
+        while True:
+            if abort.is_set():
+                raise _Aborted()
+            retry_after: float | None = None
+            status: int | None = None
+            start = time.perf_counter()
+            with self._lock:
+                self._attempts += 1
+            try:
+                response = client.post(path, json=body, headers=headers)
+            except httpx.TimeoutException:
+                kind, detail = "timeout", f"no reply within {self.options.timeout:g}s"
+            except httpx.TransportError as error:
+                kind, detail = "connection", f"connection failed: {type(error).__name__}: {error}"
+            else:
+                status = response.status_code
+                if response.is_success:
+                    try:
+                        samples = self._parse(response.json(), request, time.perf_counter() - start)
+                    except (ValueError, KeyError, TypeError, IndexError) as error:
+                        kind = "malformed"
+                        detail = f"unusable reply ({type(error).__name__}: {error})"
+                    else:
+                        with self._lock:
+                            self._calls += 1
+                        return samples
+                elif body["n"] > 1 and not tried_single and _refuses_n(response):
+                    # llama.cpp refuses n > 1: ask for one sample, the top-up asks for the rest.
+                    log.warning("openai: server refused n=%d (%s); retrying with n=1",
+                                body["n"], _excerpt(response))
+                    body, tried_single = {**body, "n": 1}, True
+                    continue
+                elif is_retryable_status(status):
+                    kind, detail = f"http_{status}", f"HTTP {status}: {_excerpt(response)}"
+                    retry_after = parse_retry_after(response.headers)
+                else:
+                    hint = (f"; is {self.options.api_key_env} set to a valid key?"
+                            if status in (401, 403) else "")
+                    raise OpenAIRequestError(
+                        f"openai: POST {self.options.base_url}{path} failed: HTTP {status}: "
+                        f"{_excerpt(response)}{hint}", status=status, attempts=failures + 1)
+            failures += 1
+            with self._lock:
+                self._failures[kind] += 1
+            if failures > self.options.max_retries:
+                raise OpenAIRequestError(
+                    f"openai: POST {self.options.base_url}{path} gave up after {failures} "
+                    f"attempts (max_retries={self.options.max_retries}); last error: {detail}",
+                    status=status, attempts=failures)
+            delay = self._backoff.delay(failures, retry_after, self._rng)
+            with self._lock:
+                self._retries += 1
+            log.info("openai: %s; retry %d/%d in %.2fs", detail, failures,
+                     self.options.max_retries, delay)
+            if abort.wait(delay):
+                raise _Aborted()
+
+    def _parse(self, data: Mapping[str, Any], request: GenerationRequest,
+               seconds: float) -> list[Generation]:
+        choices = sorted(data["choices"], key=lambda choice: choice.get("index", 0))
+        if not choices:
+            raise ValueError("no choices")
+        usage = data.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        # usage sums over choices: per-sample counts are only known for a single choice.
+        completion_tokens = usage.get("completion_tokens") if len(choices) == 1 else None
+        samples = []
+        for choice in choices:
+            if self.options.mode == "chat":
+                text = (choice["message"] or {}).get("content") or ""
+            else:
+                text = choice["text"] or ""
+            text, cut = _cut_at_stop(text, request.params.stop)
+            samples.append(Generation(
+                text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                seconds=seconds / len(choices),
+                finish_reason="stop" if cut else str(choice.get("finish_reason") or ""),
+            ))
+        return samples
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Drop everything from the first stop sequence on (some servers keep it in the text)."""
+    cuts = [position for position in (text.find(s) for s in stop if s) if position >= 0]
+    return (text[:min(cuts)], True) if cuts else (text, False)
+
+
+def _refuses_n(response: httpx.Response) -> bool:
+    """A 400, or llama.cpp's "Only one completion choice is allowed" (a 500 in some versions)."""
+    return response.status_code == 400 or (
+        response.status_code >= 500 and "choice" in response.text.lower())
+
+
+def _excerpt(response: httpx.Response, limit: int = 200) -> str:
+    text = " ".join(response.text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def create_model(target: str, **options: Any) -> OpenAIModel:
+    """Factory for `--model openai:MODEL`; options come from `[model.options]` and --base-url."""
+    if not target:
+        raise UserError("openai: name the served model, as in --model openai:MODEL")
+    return OpenAIModel(target, OpenAIOptions.parse(options))

@@ -1,0 +1,359 @@
+"""The weight-free repair baseline: its edits, its prior, its sampling, and its score."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import shutil
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from coral_core.checking import check_case
+from coral_core.errors import UserError
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy
+from coral_core.types import GenerationRequest, SamplingParams, TrainingExample
+from coral_plugins.datasets.quixbugs import FOLDERS, TEST, TRAIN, QuixBugs, make_prompt
+from coral_plugins.models.baseline import (
+    CLOSING_FENCE, BaselineModel, create_baseline, program_in, sample_seed,
+)
+from coral_plugins.models.baseline_edits import KINDS
+from coral_plugins.models.baseline_prior import SHRINK, learn_prior
+from coral_plugins.models.baseline_render import Variant, enumerate_variants, normalized
+from coral_plugins.models.baseline_tuning import best_shrink, held_out_hits, label_problems
+
+ACCUMULATE = """\
+def tally(items, limit):
+    total = 0
+    for i in range(len(items)):
+        if items[i] < limit and not items[i] == 0:
+            total += items[i] * 2
+        else:
+            break
+    return max(total, limit) - 1
+"""
+
+WALK = """\
+def walk(seq, k):
+    if not seq:
+        return []
+    out = []
+    for x in seq:
+        out.append(helper(x, k))
+    return out[:k]
+
+
+def helper(a, b):
+    return a - b
+
+
+def check(xs):
+    return any(x > 0 for x in xs)
+"""
+
+# (source, a line of it, what one edit turns that line into, the kind of that edit)
+EXPECTED = [
+    (ACCUMULATE, "total += items[i] * 2", "total += items[i] / 2", "binary_op"),
+    (ACCUMULATE, "total += items[i] * 2", "total += items[i] + 2", "binary_op_far"),
+    (ACCUMULATE, "if items[i] < limit and", "if items[i] <= limit and", "compare_boundary"),
+    (ACCUMULATE, "if items[i] < limit and", "if items[i] > limit and", "compare_flip"),
+    (ACCUMULATE, "if items[i] < limit and", "if limit < items[i] and", "swap_operands"),
+    (ACCUMULATE, "limit and not", "limit or not", "boolean_op"),
+    (ACCUMULATE, "and not items[i] == 0", "and items[i] == 0", "unary_op"),
+    (ACCUMULATE, "total += items[i] * 2", "total -= items[i] * 2", "augassign_op"),
+    (ACCUMULATE, "total += items[i] * 2", "total += items[i] * 3", "number"),
+    (ACCUMULATE, "break", "continue", "break_continue"),
+    (ACCUMULATE, "total += items[i] * 2", "total += items[i - 1] * 2", "add_one"),
+    (ACCUMULATE, "range(len(items))", "range(len(items) - 1)", "add_one"),
+    (ACCUMULATE, "max(total, limit) - 1", "max(total, limit)", "drop_one"),
+    (ACCUMULATE, "max(total, limit) - 1", "min(total, limit) - 1", "builtin_dual"),
+    (ACCUMULATE, "max(total, limit) - 1", "max(limit, total) - 1", "swap_library_args"),
+    (ACCUMULATE, "max(total, limit) - 1", "max(total, total) - 1", "name"),
+    (ACCUMULATE, "max(total, limit) - 1", "max(items, limit) - 1", "unlike_name"),
+    (ACCUMULATE, "break", "pass", "delete"),  # a body's only statement leaves `pass`
+    (WALK, "for x in seq:", "for x in seq[k:]:", "add_slice"),
+    (WALK, "for x in seq:", "for x in seq[1:]:", "add_slice"),
+    (WALK, "return out[:k]", "return out[:k + 1]", "add_one"),
+    (WALK, "return out[:k]", "return out", "drop_slice"),
+    (WALK, "helper(x, k)", "helper(k, x)", "swap_args"),
+    (WALK, "out.append(helper(x, k))", "out.append(x)", "unwrap_call"),
+    (WALK, "return a - b", "return b - a", "swap_operands"),
+    (WALK, "return []", "return [[]]", "fill_list"),
+    (WALK, "if not seq:", "if seq:", "unary_op"),
+    (WALK, "return any(", "return all(", "builtin_dual"),
+    (WALK, "    out = []\n", "", "delete"),
+]
+
+
+@pytest.fixture(scope="module")
+def quixbugs(data_dir: Path) -> QuixBugs:
+    return QuixBugs(data_dir=str(data_dir))
+
+
+@pytest.fixture(scope="module")
+def model(quixbugs: QuixBugs) -> BaselineModel:
+    return create_baseline("", dataset=quixbugs)
+
+
+def buggy_prompt(data_dir: Path, problem: str) -> str:
+    """The prompt Coral shows the model, built from the buggy program alone."""
+    buggy = (data_dir / "quixbugs" / "python_programs" / f"{problem}.py").read_text()
+    return make_prompt(problem, buggy)
+
+
+def variant_made_by(source: str, old: str, new: str) -> Variant:
+    """The variant of `source` that is `source` with `old` replaced by `new` (the same
+    program up to layout and the direction of comparisons: those are merged)."""
+    assert source.count(old) == 1, old
+    wanted = normalized(source.replace(old, new))
+    found = [v for v in enumerate_variants(source) if normalized(v.text) == wanted]
+    assert len(found) == 1, f"no variant turns {old!r} into {new!r}"
+    return found[0]
+
+
+def hunks(before: str, after: str) -> int:
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines())
+    return sum(tag != "equal" for tag, *_ in matcher.get_opcodes())
+
+
+def request(prompt: str, **params) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, params=SamplingParams(**params))
+
+
+# ----- the edits -----
+
+@pytest.mark.parametrize("source, old, new, kind", EXPECTED,
+                         ids=[f"{kind}:{new.strip() or 'deleted'}" for *_, new, kind in EXPECTED])
+def test_each_kind_of_edit_is_proposed(source: str, old: str, new: str, kind: str) -> None:
+    variant = variant_made_by(source, old, new)
+    assert kind in {origin.kind for origin in variant.origins}
+    assert kind in KINDS
+
+
+@pytest.mark.parametrize("source", [ACCUMULATE, WALK])
+def test_every_variant_is_one_compiling_edit_and_differs_from_the_input(source: str) -> None:
+    variants = enumerate_variants(source)
+    assert len(variants) > 20
+    texts = [v.text for v in variants]
+    assert len(set(texts)) == len(texts), "variants are deduplicated by text"
+    keys = [normalized(t) for t in texts]
+    assert normalized(source) not in keys, "no variant is the input (up to layout)"
+    assert len(set(keys)) == len(keys), "no two variants are the same program"
+    for text in texts:
+        assert text != source
+        compile(text, "<variant>", "exec")
+        assert hunks(source, text) == 1, f"more than one place changed:\n{text}"
+
+
+def test_variants_keep_the_programs_own_text_around_the_edit() -> None:
+    source = '# a comment\ndef f(x):\n    # why\n    return x + 1  # trailing\n\n"""doc after"""\n'
+    texts = [v.text for v in enumerate_variants(source)]
+    assert source.replace("x + 1", "x - 1") in texts
+    assert all(t.startswith("# a comment\n") and t.endswith('"""doc after"""\n') for t in texts)
+
+
+def test_enumeration_is_deterministic() -> None:
+    first = [(v.text, v.origins) for v in enumerate_variants(ACCUMULATE)]
+    assert first == [(v.text, v.origins) for v in enumerate_variants(ACCUMULATE)]
+
+
+def test_edits_that_cannot_be_fixes_are_not_proposed() -> None:
+    texts = [v.text for v in enumerate_variants(WALK)]
+    assert not any("seq + 1" in t or "seq - 1" in t for t in texts), "a sequence plus one"
+    assert not any("out[1:].append" in t for t in texts), "a mutated, discarded copy"
+    ranges = [v.text for v in enumerate_variants(ACCUMULATE)]
+    assert not any("range(len(items), " in t for t in ranges)
+    assert not any("limit < limit" in t or "total = total" in t for t in ranges)
+
+
+# ----- the prior -----
+
+class RecordingDataset:
+    """A data set that records what the model asks of it, and allows nothing else."""
+
+    def __init__(self, inner: QuixBugs):
+        self.inner = inner
+        self.asked: list[tuple[str, ...]] = []
+
+    def training_examples(self, problems=()):
+        self.asked.append(tuple(problems))
+        examples = self.inner.training_examples(problems)
+        self.asked.append(tuple(sorted({e.task_id for e in examples})))
+        return examples
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"the baseline used dataset.{name}")
+
+
+def test_the_prior_is_learned_from_training_examples_only(quixbugs: QuixBugs,
+                                                          data_dir: Path) -> None:
+    recording = RecordingDataset(quixbugs)
+    model = create_baseline("", dataset=recording)
+    out = model.generate([request(buggy_prompt(data_dir, "sieve"), seed=3)])
+    assert len(out) == 1 and len(out[0]) == 1
+    assert recording.asked == [(), tuple(sorted(TRAIN))], "training problems, nothing else"
+    assert set(model.prior.problems) == set(TRAIN)
+    assert set(model.prior.fixed) <= set(TRAIN) and len(model.prior.fixed) >= 10
+    with pytest.raises(UserError, match="contamination"):
+        quixbugs.training_examples(["sieve"])
+
+
+def test_the_prior_counts_which_kinds_fixed_training_bugs() -> None:
+    toy = [TrainingExample("toy", "fix it", "def f(a, b):\n    return a - b\n",
+                           "def f(a, b):\n    '''Sum.'''\n    return a + b\n")] * 4
+    prior = learn_prior(toy)
+    assert prior.problems == ("toy",) and prior.fixed == ("toy",)
+    assert {kind: n for kind, n in prior.kinds.fixing.items() if n} == {"binary_op": 1}
+    assert prior.kinds.proposed["binary_op"] == 1, "the 4 instruction variants count once"
+    unseen = prior.kind_rate("delete")
+    assert 0 < unseen < prior.kind_rate("binary_op"), "unseen kinds keep some mass"
+
+
+def test_leave_one_out_scores_held_out_training_problems() -> None:
+    toy = [TrainingExample("a", "", "def f(a, b):\n    return a - b\n",
+                           "def f(a, b):\n    return a + b\n"),
+           TrainingExample("b", "", "def g(x, y):\n    return x // y\n",
+                           "def g(x, y):\n    return x % y\n")]
+    problems = label_problems(toy)
+    assert [p.problem for p in problems] == ["a", "b"] and all(p.fixes for p in problems)
+    assert 0 < held_out_hits(problems, SHRINK) <= 2
+    assert best_shrink(problems, (10.0, SHRINK)) in (10.0, SHRINK)
+
+
+def test_the_baseline_never_reads_the_tests_or_reference_of_its_problem(
+        data_dir: Path, tmp_path: Path) -> None:
+    source = data_dir / "quixbugs"
+    copy = tmp_path / "quixbugs"
+    for folder in FOLDERS:
+        shutil.copytree(source / folder, copy / folder)
+    for problem in TEST:
+        for path in (copy / "correct_python_programs" / f"{problem}.py",
+                     copy / "json_testcases" / f"{problem}.json",
+                     copy / "python_testcases" / f"test_{problem}.py"):
+            path.unlink(missing_ok=True)
+    model = create_baseline("", dataset=QuixBugs(data_dir=str(tmp_path)))
+    for problem in TEST:
+        samples = model.generate([request(buggy_prompt(tmp_path, problem), n=3, seed=1)])[0]
+        assert len(samples) == 3 and all(s.text.endswith(CLOSING_FENCE) for s in samples)
+
+
+# ----- sampling -----
+
+def test_same_seed_same_text_and_different_seeds_differ(model: BaselineModel,
+                                                        data_dir: Path) -> None:
+    prompt = buggy_prompt(data_dir, "next_permutation")
+    first = [model.generate([request(prompt, seed=s)])[0][0].text for s in range(12)]
+    again = [model.generate([request(prompt, seed=s)])[0][0].text for s in range(12)]
+    assert first == again
+    assert len(set(first)) > 3
+
+
+def test_n_samples_come_back_with_per_sample_seeds(model: BaselineModel, data_dir: Path) -> None:
+    prompt = buggy_prompt(data_dir, "lcs_length")
+    many = model.generate([request(prompt, n=6, seed=11), request(prompt, seed=11)])
+    assert [len(m) for m in many] == [6, 1]
+    assert many[0][0].text == many[1][0].text, "sample 0 uses the request seed itself"
+    assert len({g.text for g in many[0]}) > 1
+    digest = hashlib.sha256(b"coral-baseline/11/1").digest()
+    assert sample_seed(11, 1) == int.from_bytes(digest[:8], "big")
+    for generation in many[0]:
+        assert generation.finish_reason == "stop" and generation.seconds >= 0
+        assert generation.prompt_tokens is None and generation.completion_tokens is None
+
+
+def test_temperature_zero_gives_the_top_ranked_variant(model: BaselineModel,
+                                                       data_dir: Path) -> None:
+    prompt = buggy_prompt(data_dir, "to_base")
+    top = model.ranked(program_in(prompt))[0].text
+    samples = model.generate([request(prompt, temperature=0.0, n=4, seed=5)])[0]
+    assert {s.text for s in samples} == {top.rstrip("\n") + CLOSING_FENCE}
+
+
+def test_top_k_one_is_greedy_and_stop_sequences_are_honoured(model: BaselineModel,
+                                                             data_dir: Path) -> None:
+    prompt = buggy_prompt(data_dir, "sieve")
+    top = model.ranked(program_in(prompt))[0].text
+    greedy = model.generate([request(prompt, top_k=1, n=3, seed=2, stop=("```",))])[0]
+    assert {g.text for g in greedy} == {top.rstrip("\n") + "\n"}
+
+
+def test_the_text_continues_the_prompts_open_fence(model: BaselineModel, quixbugs: QuixBugs,
+                                                   data_dir: Path) -> None:
+    task = quixbugs.tasks("test", ["wrap"])[0]
+    text = model.generate([request(task.prompt, seed=0)])[0][0].text
+    code = quixbugs.extract_code(task, text)
+    assert text == code + CLOSING_FENCE
+    assert code != task.source.strip("\n") and "def wrap(" in code
+
+
+def test_user_errors(quixbugs: QuixBugs, model: BaselineModel) -> None:
+    with pytest.raises(UserError, match="no ```python code block"):
+        model.generate([request("Fix the bug, please.\n```python\n")])
+    with pytest.raises(UserError, match="training examples"):
+        create_baseline("", dataset=None)
+    with pytest.raises(UserError, match="training examples"):
+        create_baseline("", dataset=object())
+    with pytest.raises(UserError, match="takes no target"):
+        create_baseline("gpt", dataset=quixbugs)
+    prompt = "Buggy Code:\n```python\ndef f(x):\n    return x + 1\n```\n"
+    with pytest.raises(UserError, match="adapters"):
+        model.generate([GenerationRequest(prompt, SamplingParams(), adapter="/tmp/a")])
+
+
+def test_it_is_registered_as_the_baseline_model() -> None:
+    from coral_core import plugins
+
+    entry = plugins.registry().get("models", "baseline")
+    assert entry.factory is create_baseline
+
+
+# ----- the score -----
+
+def test_it_fixes_at_least_three_of_the_eight_test_problems(model: BaselineModel,
+                                                            quixbugs: QuixBugs) -> None:
+    """n = 50 samples per problem at the default temperature, seed 0, run in the sandbox.
+
+    To stay fast, each distinct program runs once (the most sampled first), a problem
+    stops once one of its programs passes every test, and everything stops at 3 fixed
+    problems (docs/models-baseline.md has the full measurement).
+    """
+    tasks = quixbugs.tasks("test")
+    outputs = model.generate([request(task.prompt, n=50, seed=0) for task in tasks])
+    policy = SandboxPolicy(timeout=1.0)
+    fixed: list[str] = []
+    enough = threading.Event()
+
+    def repair(sandbox: Sandbox, task, samples) -> None:
+        codes = Counter(quixbugs.extract_code(task, s.text) for s in samples)
+        for code, _ in codes.most_common():
+            if enough.is_set():
+                return
+            result = sandbox.run(Job.build(task.execution, code, policy))
+            outcomes = [check_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
+            if len(outcomes) == len(task.execution.cases) and all(
+                    o.status == "pass" for o in outcomes):
+                fixed.append(task.id)
+                if len(fixed) >= 3:
+                    enough.set()
+                return
+
+    with Sandbox(policy) as sandbox, ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(repair, sandbox, t, o) for t, o in zip(tasks, outputs)]:
+            future.result()
+    assert len(fixed) >= 3, fixed
+
+
+def test_a_fixed_program_is_one_edit_away(model: BaselineModel, data_dir: Path) -> None:
+    """The prompt's program is parsed, not re-typed: every sample is the program with
+    one change, checked at the syntax-tree level."""
+    prompt = buggy_prompt(data_dir, "kheapsort")
+    program = program_in(prompt)
+    original = ast.dump(ast.parse(program))
+    for sample in model.generate([request(prompt, n=20, seed=4)])[0]:
+        code = sample.text[:-len(CLOSING_FENCE)]
+        assert ast.dump(ast.parse(code)) != original
+        assert hunks(program, code) == 1
