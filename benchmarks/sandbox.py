@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 from coral_core.checking import check_case
 from coral_core.components import build_scoring
 from coral_core.config import merge
-from coral_core.sandbox import Job, Sandbox, SandboxPolicy
+from coral_core.sandbox import Job, JobTemplate, Sandbox, SandboxPolicy
 from coral_core.sandbox.policy import bwrap_available, bwrap_command
 from coral_core.types import Candidate
 from coral_plugins.datasets.quixbugs import PRESET, QuixBugs
@@ -51,6 +52,13 @@ print(json.dumps(out))
 """
 
 
+ROUNDS = 3  # every figure is the median of this many rounds (this machine's timings wander)
+
+
+def median_of_rounds(measure, *args) -> float:
+    return statistics.median(measure(*args) for _ in range(ROUNDS))
+
+
 def distinct(code: str, count: int) -> list[str]:
     return [f"{code}\n# candidate {i}\n" for i in range(count)]
 
@@ -61,14 +69,26 @@ def rate(label: str, seconds: float, count: int) -> float:
     return per
 
 
+def bench_coral_latency(task, codes) -> float:
+    """One candidate at a time on one worker: what a single evaluation waits for."""
+    policy = SandboxPolicy(timeout=5.0)
+    template = JobTemplate(task.execution, policy)  # as the evaluation context does
+    with Sandbox(policy, workers=1) as sandbox:
+        sandbox.run(template.job(task.reference))
+        started = time.perf_counter()
+        for code in codes:
+            sandbox.run(template.job(code))
+        return time.perf_counter() - started
+
+
 def bench_coral_tests_only(task, codes, workers) -> float:
     policy = SandboxPolicy(timeout=5.0)
+    template = JobTemplate(task.execution, policy)
     with Sandbox(policy, workers=workers) as sandbox:
-        sandbox.run(Job.build(task.execution, task.reference, policy))  # warm every slot
-        for _ in range(workers):
-            sandbox.run(Job.build(task.execution, task.reference + "\n#warm", policy))
+        for _ in range(workers + 1):  # start every slot
+            sandbox.run(template.job(task.reference + "\n#warm"))
         started = time.perf_counter()
-        futures = [sandbox.submit(Job.build(task.execution, code, policy)) for code in codes]
+        futures = [sandbox.submit(template.job(code)) for code in codes]
         for future in futures:
             result = future.result()
             assert all(check_case(c, s).status == "pass"
@@ -177,30 +197,43 @@ def main() -> None:
     data_dir = Path(args.data_dir)
     task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
     codes = distinct(task.reference, args.candidates)
-    few = codes[: max(20, args.candidates // 10)]
+    few = codes[: max(50, args.candidates // 4)]
     isolated, why = bwrap_available()
     print(f"machine: {os.cpu_count()} cores, {args.workers} workers; bubblewrap: "
           f"{'yes' if isolated else 'NO (' + why + ')'}")
-    print(f"one problem ({task.id}, {len(task.execution.cases)} tests), distinct candidates:")
+    print(f"one problem ({task.id}, {len(task.execution.cases)} tests), distinct candidates, "
+          f"median of {ROUNDS} rounds")
+    print(" throughput, all workers busy:")
     coral_tests = rate("coral sandbox, tests only",
-                       bench_coral_tests_only(task, codes, args.workers), len(codes))
+                       median_of_rounds(bench_coral_tests_only, task, codes, args.workers),
+                       len(codes))
     coral_all = rate("coral sandbox, all five objectives",
-                     bench_coral_all_objectives(task, distinct(task.reference + "\n#b", len(codes)),
-                                                args.workers), len(codes))
-    fresh = rate("fresh python -I per candidate", bench_fresh(task, few, args.workers, False),
-                 len(few))
+                     median_of_rounds(bench_coral_all_objectives, task,
+                                      distinct(task.reference + "\n#b", len(codes)), args.workers),
+                     len(codes))
+    fresh = rate("fresh python -I per candidate",
+                 median_of_rounds(bench_fresh, task, few, args.workers, False), len(few))
     fresh_bwrap = None
     if isolated:
         fresh_bwrap = rate("fresh python -I in bubblewrap per candidate",
-                           bench_fresh(task, few, args.workers, True), len(few))
+                           median_of_rounds(bench_fresh, task, few, args.workers, True), len(few))
     unsafe = rate("unsafe in-process exec (1 thread, no isolation)",
-                  bench_in_process(task, codes), len(codes))
+                  median_of_rounds(bench_in_process, task, codes), len(codes))
+    print(" latency, one candidate at a time:")
+    coral_one = rate("coral sandbox, tests only", median_of_rounds(
+        bench_coral_latency, task, codes[: len(few) * 4]), len(few) * 4)
+    fresh_one = None
+    if isolated:
+        fresh_one = rate("fresh python -I in bubblewrap", median_of_rounds(
+            bench_fresh, task, few[: len(few) // 2], 1, True), len(few) // 2)
     print("ratios:")
     if fresh_bwrap:
-        print(f"  fresh sandboxed interpreter / coral tests-only: {fresh_bwrap / coral_tests:6.1f}x"
-              "   (target >= 10x)")
-    print(f"  fresh interpreter / coral tests-only:           {fresh / coral_tests:6.1f}x")
-    print(f"  coral tests-only / unsafe exec:                 {coral_tests / unsafe:6.1f}x")
+        print(f"  fresh sandboxed interpreter / coral tests-only, throughput: "
+              f"{fresh_bwrap / coral_tests:6.1f}x   (target >= 10x)")
+        print(f"  fresh sandboxed interpreter / coral tests-only, latency:    "
+              f"{fresh_one / coral_one:6.1f}x")
+    print(f"  fresh interpreter / coral tests-only, throughput:           {fresh / coral_tests:6.1f}x")
+    print(f"  coral tests-only / unsafe exec:                             {coral_tests / unsafe:6.1f}x")
     print(f"  targets: tests-only {coral_tests:.2f} ms (< 3), all objectives {coral_all:.2f} ms (< 15)")
     cli = bench_cli(data_dir, task, 200)
     print(f"coral evaluate --candidate-dir, 200 distinct candidates: {cli:.2f} s, "

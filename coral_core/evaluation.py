@@ -11,7 +11,7 @@ from typing import Callable, TypeVar
 
 from .checking import Outcome, check_case, tally
 from .errors import UserError
-from .sandbox import ExecutionResult, Job, Sandbox, SandboxPolicy
+from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy
 from .store import RunStore
 from .types import Candidate, Task
 
@@ -65,6 +65,7 @@ class EvaluationContext:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, ...], Future] = {}
         self._reference_sandbox: Sandbox | None = None
+        self._templates: dict[tuple[object, ...], JobTemplate] = {}
 
     def _once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
         """Compute `key` once, whichever thread asks first; others wait for it."""
@@ -84,7 +85,13 @@ class EvaluationContext:
              sandbox: Sandbox | None = None) -> ExecutionResult:
         if task.execution is None:
             raise UserError(f"task '{task.id}' of {task.dataset} has no executable tests")
-        return (sandbox or self.sandbox).run(Job.build(task.execution, code, self.policy, timeouts))
+        key = (task.dataset, task.id, tuple(timeouts) if timeouts else None)
+        with self._lock:
+            template = self._templates.get(key)
+            if template is None:
+                template = self._templates[key] = JobTemplate(task.execution, self.policy,
+                                                              timeouts)
+        return (sandbox or self.sandbox).run(template.job(code))
 
     def _references(self) -> Sandbox:
         """Reference solutions run in a sandbox of their own: a worker's memory outlives

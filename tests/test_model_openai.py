@@ -142,7 +142,7 @@ def test_concurrency_bound_is_respected(served_tiny_model: ServedModel) -> None:
 
 def test_faults_at_30_percent_still_return_every_sample(served_tiny_model: ServedModel,
                                                         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger=openai_backend.__name__)
+    caplog.set_level(logging.INFO, logger="coral_plugins.models.openai_client")
     max_retries = 8
     with FaultProxy(served_tiny_model.base_url, rate=0.3, seed=1234, slow_seconds=30,
                     retry_after=1) as proxy:

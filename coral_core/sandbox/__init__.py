@@ -2,6 +2,6 @@
 
 from .decode import Opaque
 from .policy import SandboxPolicy
-from .pool import ExecutionResult, Job, Sandbox, StepResult
+from .pool import ExecutionResult, Job, JobTemplate, Sandbox, StepResult
 
-__all__ = ["ExecutionResult", "Job", "Opaque", "Sandbox", "SandboxPolicy", "StepResult"]
+__all__ = ["ExecutionResult", "Job", "JobTemplate", "Opaque", "Sandbox", "SandboxPolicy", "StepResult"]

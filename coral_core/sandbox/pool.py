@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import queue
+from collections import deque
 import select
 import shutil
 import subprocess
@@ -59,31 +60,56 @@ class ExecutionResult:
 
 @dataclass(frozen=True)
 class Job:
-    """A candidate program and the steps to run, in the worker's wire format."""
+    """A candidate program and the steps to run: `wire` is the worker's JSON."""
 
-    payload: dict[str, Any] = field(hash=False)
+    payload: dict[str, Any] = field(hash=False)  # everything but the code (budgets, steps)
+    wire: str = field(hash=False)
 
     @classmethod
     def build(
         cls, spec: ExecutionSpec, code: str, policy: SandboxPolicy,
         timeouts: list[float] | None = None,
     ) -> "Job":
+        return JobTemplate(spec, policy, timeouts).job(code)
+
+
+class JobTemplate:
+    """A task's job without the candidate's code, serialised once: only the code changes
+    from one candidate to the next."""
+
+    def __init__(self, spec: ExecutionSpec, policy: SandboxPolicy,
+                 timeouts: list[float] | None = None):
         steps = [
             {"call": c.step.call, "args": list(c.step.args), "project": c.step.project,
              "script": c.step.script}
             for c in spec.cases
         ]
-        timeouts = timeouts or [policy.timeout] * len(steps)
-        return cls({
-            "module": spec.module, "code": code, "support": [list(s) for s in spec.support],
+        timeouts = list(timeouts or [policy.timeout] * len(steps))
+        self.payload = {
+            "module": spec.module, "support": [list(s) for s in spec.support],
             "setup": spec.setup, "steps": steps, "timeouts": timeouts,
             "load_timeout": policy.load_timeout,
             "limits": policy.limits(len(steps), timeouts),
-        })
+        }
+        self._rest = json.dumps(self.payload)[1:]  # '"module": ..., ...}'
+
+    def job(self, code: str) -> Job:
+        return Job(self.payload, '{"code":' + json.dumps(code) + "," + self._rest)
 
 
 class WorkerDied(Exception):
     pass
+
+
+PIPELINE = 2  # jobs written ahead to each worker
+
+
+@dataclass
+class _InFlight:
+    job: Job
+    future: "Future[ExecutionResult]"
+    job_id: int = 0
+    retried: bool = False
 
 
 class _Slot:
@@ -133,22 +159,27 @@ class _Slot:
                 subprocess.run(["rm", "-rf", "--", self.scratch], check=False)
             self.scratch = None
 
-    def run(self, job: Job) -> ExecutionResult:
+    def send(self, job: Job) -> int:
+        """Write a job to the worker (started if needed); the worker queues it."""
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self.start()
         assert self.process is not None and self.process.stdin is not None
         self.job_id += 1
+        try:
+            self.process.stdin.write(
+                ('{"id":%d,"job":%s}\n' % (self.job_id, job.wire)).encode())
+            self.process.stdin.flush()
+        except OSError as error:
+            raise WorkerDied(f"sandbox worker exited ({error.strerror})") from None
+        return self.job_id
+
+    def receive(self, job: Job, job_id: int) -> ExecutionResult:
         payload = job.payload
         budget = (payload["load_timeout"] + WALL_FACTOR * sum(payload["timeouts"]) + 10.0
                   + 0.05 * len(payload["steps"]))
-        deadline = time.monotonic() + budget
-        self.process.stdin.write(
-            json.dumps({"id": self.job_id, "job": payload}).encode() + b"\n"
-        )
-        self.process.stdin.flush()
-        message = self._read_line(deadline)
-        if message.get("id") != self.job_id or not message.get("done"):
+        message = self._read_line(time.monotonic() + budget)
+        if message.get("id") != job_id or not message.get("done"):
             raise WorkerDied("sandbox worker sent an unexpected message")
         steps = {m["step"]: _step_result(m) for m in message.get("steps", ())}
         ordered = tuple(steps.get(i, StepResult("error", detail="no result"))
@@ -268,29 +299,68 @@ class Sandbox:
         return self.submit(job).result()
 
     def _serve(self, index: int) -> None:
+        """Feed one slot, keeping PIPELINE jobs in flight so the worker never waits for us.
+
+        A job whose worker dies is run once more on a fresh worker (the worker may have
+        died cleaning up after the job before it); one that breaks a worker twice, or that
+        the worker stops answering for, is reported as an error.
+        """
         slot = _Slot(self, index)
+        flight: deque[_InFlight] = deque()
+        stopping = False
         try:
             while True:
-                item = self._queue.get()
-                if item is None:
-                    return
-                job, future = item
-                if not future.set_running_or_notify_cancel():
+                while len(flight) < PIPELINE and not stopping:
+                    try:
+                        item = self._queue.get_nowait() if flight else self._queue.get()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stopping = True
+                        break
+                    job, future = item
+                    if future.set_running_or_notify_cancel():
+                        self._send(slot, _InFlight(job, future), flight)
+                if not flight:
+                    if stopping:
+                        return
                     continue
+                current = flight.popleft()
                 try:
-                    future.set_result(slot.run(job))
+                    current.future.set_result(slot.receive(current.job, current.job_id))
                 except WorkerDied as error:
                     _stop_quietly(slot)
-                    steps = tuple(
-                        StepResult("error", detail=str(error)) for _ in job.payload["steps"]
-                    )
-                    future.set_result(ExecutionResult(steps, load_error=str(error),
-                                                      isolated=self.isolated))
+                    waiting = list(flight)
+                    flight.clear()
+                    if current.retried or "stopped answering" in str(error):
+                        self._fail(current, error)
+                    else:
+                        current.retried = True
+                        self._send(slot, current, flight)
+                    for other in waiting:
+                        self._send(slot, other, flight)
                 except BaseException as error:  # never leave a caller waiting
                     _stop_quietly(slot)
-                    future.set_exception(error)
+                    current.future.set_exception(error)
         finally:
+            for left in flight:
+                if not left.future.done():
+                    left.future.set_exception(RuntimeError("sandbox closed"))
             _stop_quietly(slot)
+
+    def _send(self, slot: "_Slot", item: "_InFlight", flight: "deque[_InFlight]") -> None:
+        try:
+            item.job_id = slot.send(item.job)
+        except WorkerDied as error:
+            _stop_quietly(slot)
+            self._fail(item, error)
+            return
+        flight.append(item)
+
+    def _fail(self, item: "_InFlight", error: Exception) -> None:
+        steps = tuple(StepResult("error", detail=str(error)) for _ in item.job.payload["steps"])
+        item.future.set_result(ExecutionResult(steps, load_error=str(error),
+                                               isolated=self.isolated))
 
     def close(self) -> None:
         with self._lock:
