@@ -28,7 +28,8 @@ def evaluate(
 ) -> None:
     """Score candidate programs; exit 0 whether or not they pass."""
     if (candidate is None) == (candidate_dir is None):
-        raise UserError("give exactly one of --candidate FILE (with --problem) or --candidate-dir DIR")
+        raise UserError("give exactly one of --candidate FILE (with --problem) "
+                        "or --candidate-dir DIR")
     if candidate is not None and not problem:
         raise UserError("--candidate needs --problem NAME")
     if candidate_dir is not None and problem:

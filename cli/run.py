@@ -38,11 +38,15 @@ def flag_layer(**flags: Any) -> dict[str, Any]:
 
 
 def run(
-    plugin: Optional[str] = typer.Option(None, "--plugin", help="Experiment preset to start from (e.g. quixbugs)."),
+    plugin: Optional[str] = typer.Option(
+        None, "--plugin", help="Experiment preset to start from (e.g. quixbugs)."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML experiment file."),
-    model: Optional[str] = typer.Option(None, "--model", help="baseline | hf:PATH_OR_ID | openai:MODEL"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder holding the data set (or CORAL_DATA_DIR)."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="baseline | hf:PATH_OR_ID | openai:MODEL"),
+    base_url: Optional[str] = typer.Option(
+        None, "--base-url", help="OpenAI-compatible server URL."),
+    data_dir: Optional[Path] = typer.Option(
+        None, "--data-dir", help="Folder holding the data set (or CORAL_DATA_DIR)."),
     split: Optional[str] = typer.Option(None, "--split", help="train | test | extra | all"),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
     executor: Optional[str] = typer.Option(None, "--executor", help="local"),
@@ -58,7 +62,8 @@ def run(
                  ("--model", model), ("--samples", samples), ("--seed", seed),
                  ("--split", split), ("--out", out)) if value is not None]
         if given:
-            raise UserError(f"--resume continues a run as it was configured; drop {', '.join(given)}")
+            raise UserError("--resume continues a run as it was configured; "
+                            f"drop {', '.join(given)}")
         info = open_run(resume)
         config_used, run_dir = info.config, info.run_dir
     else:
@@ -73,7 +78,8 @@ def run(
                                  out=out, executor=executor, ray_address=ray_address,
                                  samples=samples, seed=seed))
         config_used = configuration.merge(*layers)
-        run_dir = Path(config_used["run"]["out"]) if out is not None else default_run_dir(config_used)
+        run_dir = (Path(config_used["run"]["out"]) if out is not None
+                   else default_run_dir(config_used))
         check_new_run_dir(run_dir)
     session = prepare(config_used, run_dir)
     try:

@@ -63,7 +63,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 DEFAULTS: dict[str, dict[str, Any]] = {
     "dataset": {"name": "", "split": "test", "problems": [], "data_dir": "", "options": {}},
     "model": {
-        "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95, "top_k": 0,
+        "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95,
+        "top_k": 0,
         "max_new_tokens": 512, "repetition_penalty": 1.0, "stop": [], "batch_size": 16,
         "options": {},
     },

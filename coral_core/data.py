@@ -76,7 +76,9 @@ def _download(url: str, target: Path, timeout: float = 60.0) -> None:
     if not url.startswith(("https://", "http://", "file://")):
         raise UserError(f"unsupported URL '{url}'")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, target.open("wb") as out:  # nosec B310 - scheme checked above
+        # scheme checked above: no file:// surprises from a redirect to elsewhere
+        response = urllib.request.urlopen(url, timeout=timeout)  # nosec B310
+        with response, target.open("wb") as out:
             shutil.copyfileobj(response, out)
     except OSError as error:
         raise UserError(f"download of {url} failed: {error}") from None

@@ -35,7 +35,8 @@ def _trim_to_parse(code: str) -> str:
 
 
 def _blocks(text: str) -> list[tuple[str, str]]:
-    return [(lang.lower(), textwrap.dedent(body).strip("\n")) for lang, body in _FENCE.findall(text)]
+    return [(lang.lower(), textwrap.dedent(body).strip("\n"))
+            for lang, body in _FENCE.findall(text)]
 
 
 def extract_python(text: str, entry: str | None = None) -> str:

@@ -13,7 +13,8 @@ def coral_register_datasets(register):
 
 @hookspec
 def coral_register_models(register):
-    """Call ``register(prefix, factory)``; ``--model PREFIX:TARGET`` calls ``factory(TARGET, **options)``."""
+    """Call ``register(prefix, factory)``; ``--model PREFIX:TARGET`` calls
+    ``factory(TARGET, **options)``."""
 
 
 @hookspec

@@ -30,7 +30,8 @@ def test_candidate_dir_scores_every_file_against_the_problem_in_its_name(tmp_pat
     folder = tmp_path / "fixes"
     folder.mkdir()
     programs = data_dir / "quixbugs"
-    (folder / "sieve.py").write_text((programs / "correct_python_programs" / "sieve.py").read_text())
+    correct = (programs / "correct_python_programs" / "sieve.py").read_text()
+    (folder / "sieve.py").write_text(correct)
     (folder / "sieve__buggy.py").write_text((programs / "python_programs" / "sieve.py").read_text())
     (folder / "gcd__attempt2.py").write_text("def gcd(a, b):\n    return 1\n")
     (folder / "notes.txt").write_text("ignored")

@@ -103,7 +103,8 @@ def test_missing_data_names_both_ways_to_provide_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CORAL_CACHE_DIR", str(tmp_path))
     with pytest.raises(UserError) as caught:
         QuixBugs().tasks("test")
-    assert "--data-dir" in str(caught.value) and "coral datasets fetch quixbugs" in str(caught.value)
+    message = str(caught.value)
+    assert "--data-dir" in message and "coral datasets fetch quixbugs" in message
 
 
 def test_json_testcases_parse_as_the_seed_describes(data_dir):

@@ -35,8 +35,10 @@ def _leaks(run_dir: Path, *outputs: str) -> list[str]:
 def test_run_against_a_served_model_records_every_sample(served_tiny_model, tmp_path, data_dir):
     run_dir = tmp_path / "run"
     env = coral_env(data_dir, OPENAI_API_KEY=KEY, CORAL_LOG_LEVEL="DEBUG")
-    result = run_coral("run", "--plugin", "quixbugs", "--model", f"openai:{served_tiny_model.model}",
-                       "--base-url", served_tiny_model.base_url, "--config", str(_experiment(tmp_path)),
+    result = run_coral("run", "--plugin", "quixbugs",
+                       "--model", f"openai:{served_tiny_model.model}",
+                       "--base-url", served_tiny_model.base_url,
+                       "--config", str(_experiment(tmp_path)),
                        "--samples", "2", "--out", str(run_dir), "--json", env=env)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)

@@ -4,4 +4,5 @@ from .decode import Opaque
 from .policy import SandboxPolicy
 from .pool import ExecutionResult, Job, JobTemplate, Sandbox, StepResult
 
-__all__ = ["ExecutionResult", "Job", "JobTemplate", "Opaque", "Sandbox", "SandboxPolicy", "StepResult"]
+__all__ = ["ExecutionResult", "Job", "JobTemplate", "Opaque", "Sandbox", "SandboxPolicy",
+           "StepResult"]

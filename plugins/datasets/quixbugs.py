@@ -154,7 +154,8 @@ class QuixBugs:
             buggy = self._read("python_programs", f"{problem}.py").strip("\n")
             fixed = self._read("correct_python_programs", f"{problem}.py").strip("\n")
             for template in INSTRUCTIONS:
-                examples.append(TrainingExample(problem, template.format(name=problem), buggy, fixed))
+                examples.append(
+                    TrainingExample(problem, template.format(name=problem), buggy, fixed))
         return examples
 
     @staticmethod
@@ -173,6 +174,10 @@ PRESET = {
         "weights": {"bugfix": 0.30, "security": 0.25, "syntax": 0.20, "style": 0.15,
                     "runtime": 0.10},
     },
+    # Each test may use 100x the reference solution's time, at least 0.5 s and at most the
+    # 5 s test_timeout (CPU time): a correct program is never near that, and a program
+    # that loops costs half a second per test instead of five.
+    "execution": {"timeout_factor": 100.0, "timeout_floor": 0.5},
     "run": {"samples": 50},
 }
 

@@ -158,7 +158,8 @@ def script_cases(test_source: str, problem: str) -> tuple[str, tuple[Case, ...]]
 
 
 def _test_function(tree: ast.Module) -> ast.FunctionDef:
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
+    functions = [n for n in tree.body
+                 if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
     if len(functions) != 1:
         raise UpstreamFormatError("expected one parametrized test function")
     return functions[0]
@@ -217,7 +218,8 @@ def _reshape(tree: ast.Module, rows: list[Any]) -> list[Any]:
         if isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] \
                 == ["testdata"] and "load_json_testcases" not in ast.unparse(statement.value):
             code = compile(ast.Expression(statement.value), "<testdata>", "eval")
-            rows = eval(code, {"__builtins__": _SAFE_BUILTINS}, {"testdata": rows})  # nosec B307 - pinned upstream test code, no builtins beyond pure constructors
+            # upstream test code, with pure constructors as its only builtins
+            rows = eval(code, {"__builtins__": _SAFE_BUILTINS}, {"testdata": rows})  # nosec B307
     return rows
 
 

@@ -1,0 +1,48 @@
+"""The sandbox binds the interpreter and packages wherever they live, hidden folders included."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import venv
+
+import pytest
+
+from coral_core.sandbox.policy import bwrap_available
+
+SCRIPT = """
+import json, sys
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy
+from coral_core.checking import check_case
+from coral_plugins.datasets.quixbugs import QuixBugs
+task = QuixBugs(data_dir=sys.argv[1]).task("gcd")
+policy = SandboxPolicy(isolation="bwrap")
+with Sandbox(policy, workers=1) as sandbox:
+    result = sandbox.run(Job.build(task.execution, task.reference, policy))
+print(json.dumps({"prefix": sys.prefix, "isolated": result.isolated,
+                  "passed": [check_case(c, s).status for c, s in
+                             zip(task.execution.cases, result.steps)]}))
+"""
+
+
+@pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
+def test_sandbox_works_from_a_virtual_environment_under_tmp(tmp_path, data_dir):
+    """/tmp is replaced by a private tmpfs inside the sandbox; the venv there is bound on top."""
+    assert str(tmp_path).startswith("/tmp/")
+    environment = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(environment)
+    ours = sysconfig.get_paths()["purelib"]  # coral and its dependencies, via a .pth file
+    theirs = subprocess.run([str(environment / "bin" / "python"), "-c",
+                             "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "venv" / theirs.split(str(environment) + "/", 1)[1] / "coral.pth").write_text(
+        f"import site; site.addsitedir({ours!r})\n")  # runs our .pth files (editable finder)
+    result = subprocess.run([str(environment / "bin" / "python"), "-c", SCRIPT, str(data_dir)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    document = __import__("json").loads(result.stdout)
+    assert document["prefix"] == str(environment)
+    assert document["isolated"] is True
+    assert set(document["passed"]) == {"pass"}
+    assert sys.prefix != str(environment)
