@@ -148,7 +148,7 @@ def _sandbox_procs(procs: dict[int, Proc] | None = None) -> tuple[set[int], set[
     workers = set()
     for pid in _descendants(procs, me):
         proc, parent = procs[pid], procs.get(procs[pid].ppid)
-        if proc.comm != "bwrap" and b"worker.py" in proc.cmdline and parent is not None and (
+        if proc.comm != "bwrap" and b"coral_inside" in proc.cmdline and parent is not None and (
                 parent.pid == me or parent.comm == "bwrap"):
             workers.add(pid)
     jobs: set[int] = set()

@@ -13,9 +13,24 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-WORKER_FILE = Path(__file__).with_name("worker.py")
-WORKER_IN_SANDBOX = "/coral/worker.py"
+WORKER_DIR = Path(__file__).with_name("inside")  # what runs inside: standard library only
+WORKER_FILE = WORKER_DIR / "worker.py"
+WORKER_IN_SANDBOX = "/coral/coral_inside"
 NOBODY = 65534
+
+
+def worker_launcher(directory: str) -> str:
+    """`python -I -c` code that imports the worker package from `directory` as
+    `coral_inside` (isolated mode ignores PYTHONPATH) and runs it."""
+    init = f"{directory}/__init__.py"
+    return (
+        "import importlib.util, sys; "
+        f"spec = importlib.util.spec_from_file_location('coral_inside', {init!r}, "
+        f"submodule_search_locations=[{directory!r}]); "
+        "package = importlib.util.module_from_spec(spec); "
+        "sys.modules['coral_inside'] = package; spec.loader.exec_module(package); "
+        "from coral_inside.worker import main; main(sys.argv)"
+    )
 
 
 @dataclass(frozen=True)
@@ -100,14 +115,15 @@ def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
         command += _parents(root, made)
         command += ["--ro-bind", root, root]
     command += _parents(WORKER_IN_SANDBOX, made)
-    command += ["--ro-bind", str(WORKER_FILE), WORKER_IN_SANDBOX]
+    command += ["--ro-bind", str(WORKER_DIR), WORKER_IN_SANDBOX]
     for path in policy.hidden:
         real = os.path.realpath(path)
         if any(real == r or real.startswith(r + os.sep) for r in python_roots()):
             command += ["--tmpfs", real]
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    command += ["--chdir", "/tmp", python, "-I", WORKER_IN_SANDBOX, "/tmp"]
+    command += ["--chdir", "/tmp", python, "-I", "-c", worker_launcher(WORKER_IN_SANDBOX),
+                "/tmp"]
     if os.geteuid() == 0:
         command += [str(NOBODY), str(NOBODY)]
     return command

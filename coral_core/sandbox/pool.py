@@ -26,8 +26,9 @@ from typing import Any
 
 from ..types import ExecutionSpec
 from .decode import DecodeError, decode_record
-from .worker import WALL_FACTOR
-from .policy import NOBODY, SandboxPolicy, bwrap_available, bwrap_command, scrubbed_environment
+from .inside.worker import WALL_FACTOR
+from .policy import (NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available, bwrap_command,
+                     scrubbed_environment, worker_launcher)
 
 log = logging.getLogger(__name__)
 _warned = False
@@ -130,7 +131,7 @@ class _Slot:
             cwd = None
         else:
             self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-")
-            command = [sys.executable, "-I", os.fspath(_worker_file()), self.scratch]
+            command = [sys.executable, "-I", "-c", worker_launcher(str(WORKER_DIR)), self.scratch]
             if os.geteuid() == 0:
                 os.chown(self.scratch, NOBODY, NOBODY)
                 command += [str(NOBODY), str(NOBODY)]
@@ -236,12 +237,6 @@ def _make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
     except (OSError, AttributeError):
         log.warning("could not make the Coral process non-dumpable")
-
-
-def _worker_file() -> str:
-    from .policy import WORKER_FILE
-
-    return os.fspath(WORKER_FILE)
 
 
 class Sandbox:

@@ -1,0 +1,139 @@
+"""The forked child that loads a candidate and runs its steps; it never returns.
+
+Everything in this process is the candidate's to tamper with (modules, builtins, these
+functions): it only ever reports values, and expected values never reach it."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import types
+
+from .encoding import Unrepresentable, encode
+from .privileges import clear_keyring, drop_fully
+from .processes import IS_INIT
+
+
+def _write_all(fd, data):
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _apply_limits(limits):
+    pairs = (
+        (resource.RLIMIT_AS, limits["memory_bytes"]),
+        (resource.RLIMIT_CPU, limits["cpu_seconds"]),
+        (resource.RLIMIT_NPROC, limits["processes"]),
+        (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+        (resource.RLIMIT_NOFILE, limits["open_files"]),
+        (resource.RLIMIT_CORE, 0),
+    )
+    for which, value in pairs:
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def run_child(job, first, result_fd, scratch):
+    """Runs in the forked child; never returns."""
+    try:
+        drop_fully()
+        clear_keyring()  # after the drop: the user keyring is the real uid's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if not IS_INIT:  # as PID 1 the worker kills the whole namespace instead
+            os.setsid()
+        os.chdir(scratch)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        out = os.open("stdout", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        err = os.open("stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.closerange(3, result_fd)
+        os.closerange(result_fd + 1, 65536)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        _apply_limits(job["limits"])
+    except BaseException:  # nothing sensible left to do
+        os._exit(70)
+
+    def send(line):
+        _write_all(result_fd, line.encode("utf-8", "surrogatepass") + b"\n")
+
+    current = {"ids": {}, "keep": []}
+
+    def encoded(value):
+        try:
+            data = encode(value, current["ids"], current["keep"])
+            return "R" + json.dumps(data, separators=(",", ":"))
+        except (Unrepresentable, RecursionError, ValueError, TypeError) as error:
+            return "R" + json.dumps({"x": describe(error)})
+        except Exception as error:  # e.g. a __bool__ that raises
+            return "R" + json.dumps({"x": describe(error)})
+
+    def record(value):  # graph tests: sent at once, so a later timeout keeps it
+        send(encoded(value))
+
+    try:
+        for name, source in job["support"]:
+            _load_module(name, source)
+        module = _load_module(job["module"], job["code"])
+        namespace = {"__name__": "__coral_tests__", "__coral_record__": record}
+        if job["setup"]:
+            exec(compile(job["setup"], "<tests>", "exec"), namespace)
+    except BaseException as error:
+        send("X" + describe(error))
+        os._exit(0)
+    send("L %.6f" % _own_cpu())
+    steps = job["steps"]
+    for index in range(first, len(steps)):
+        step = steps[index]
+        current["ids"], current["keep"] = {}, []
+        try:
+            if step.get("script"):
+                namespace[step["script"]]()
+                line = "E%d %.6f" % (index, _own_cpu())
+            else:
+                result = getattr(module, step["call"])(*step["args"])
+                if step.get("project") == "list":
+                    result = list(result)
+                line = "%s\nE%d %.6f" % (encoded(result), index, _own_cpu())  # one write
+        except BaseException as error:
+            line = "E%d %.6f %s" % (index, _own_cpu(), describe(error))
+        _flush_output()  # the worker may kill us as soon as the last step reports
+        send(line)
+    os._exit(0)
+
+
+def _flush_output():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # the candidate may have replaced or broken them
+            pass
+
+
+def _own_cpu():
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _load_module(name, source):
+    module = types.ModuleType(name)
+    module.__file__ = name.replace(".", "/") + ".py"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def describe(error):
+    try:
+        text = "%s: %s" % (type(error).__name__, error)
+    except BaseException:
+        text = "exception"
+    return " ".join(text.split())[:300]

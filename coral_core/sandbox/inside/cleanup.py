@@ -1,0 +1,133 @@
+"""Leaving nothing of a job behind: files, System V IPC objects; reading its captured output."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .privileges import libc
+
+
+def tail(path, job):
+    """The end of a captured stream; the child may have replaced the file by anything (a
+    FIFO would block us forever, a symlink would make us read for it): regular files only."""
+    limit = job["limits"]["output_bytes"]
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return ""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        return os.pread(fd, limit, max(0, info.st_size - limit)).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def _clean_quickly(root):
+    """The common case: nothing, or only the job folder holding plain files."""
+    with os.scandir(root) as found:
+        entries = list(found)
+    if not entries:
+        return True
+    if len(entries) != 1 or entries[0].name != "job" or not entries[0].is_dir(
+            follow_symlinks=False):
+        return False
+    with os.scandir(entries[0].path) as found:
+        files = list(found)
+    if any(not f.is_file(follow_symlinks=False) for f in files):
+        return False
+    for item in files:
+        os.unlink(item.path)
+    return True
+
+
+def clean(root):
+    """Remove everything a job left in the writable places, whatever its permissions."""
+    try:
+        if _clean_quickly(root):
+            return
+    except OSError:
+        pass
+    for entry in os.listdir(root):
+        path = os.path.join(root, entry)
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            _remove_tree(path)  # any depth, any permissions
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    if os.listdir(root):
+        raise OSError("cannot clean " + root)
+
+
+def _remove_tree(path):
+    """Remove a directory tree of any depth and permissions, iteratively: walking down with
+    chdir keeps every path short, and each directory is unlocked before it is entered."""
+    home = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(os.path.dirname(path))
+        stack = [os.path.basename(path)]
+        while stack:
+            os.chmod(stack[-1], 0o700)
+            os.chdir(stack[-1])
+            below = None
+            for entry in os.listdir("."):
+                if stat.S_ISDIR(os.lstat(entry).st_mode):
+                    below = entry
+                    break
+                os.unlink(entry)
+            if below is not None:  # we are in its parent, as the loop expects
+                stack.append(below)
+                continue
+            os.chdir("..")
+            os.rmdir(stack.pop())
+            if stack:
+                os.chdir("..")
+    finally:
+        os.fchdir(home)
+        os.close(home)
+
+
+def _ipc_in_use():
+    """Whether any System V object exists: one *_INFO call per kind instead of reading
+    /proc/sysvipc (the common case, after every job, is that there is none)."""
+    import ctypes
+    import struct
+
+    lib = libc()
+    info = ctypes.create_string_buffer(256)
+    counts = []
+    if lib.shmctl(0, 14, info) >= 0:  # SHM_INFO: shm_info.used_ids
+        counts.append(struct.unpack_from("i", info.raw)[0])
+    if lib.msgctl(0, 12, info) >= 0:  # MSG_INFO: msginfo.msgpool = queues in use
+        counts.append(struct.unpack_from("i", info.raw)[0])
+    if lib.semctl(0, 0, 19, info) >= 0:  # SEM_INFO: seminfo.semusz = sets in use
+        counts.append(struct.unpack_from("8i", info.raw)[7])
+    return len(counts) < 3 or any(counts)
+
+
+def remove_ipc():
+    """System V IPC objects outlive their processes (shared memory keeps its memory, outside
+    any rlimit): as PID 1 of a private IPC namespace, every object in it is the job's."""
+    if not _ipc_in_use():
+        return
+    lib = libc()
+    removers = {"shm": lambda ident: lib.shmctl(ident, 0, None),  # IPC_RMID = 0
+                "msg": lambda ident: lib.msgctl(ident, 0, None),
+                "sem": lambda ident: lib.semctl(ident, 0, 0)}
+    for table, remove in removers.items():
+        try:
+            with open("/proc/sysvipc/" + table) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            remove(int(row.split()[1]))
