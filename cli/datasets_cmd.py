@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
-from rich.table import Table
 
 from coral_core import plugins
-from coral_core.data import fetched_dir
+from coral_core.data import fetched_dir, find_dataset_dir
 from coral_core.errors import UserError
 
-from .output import print_json, stdout
+from .output import print_json, print_table, stdout
 
 app = typer.Typer(help="Data sets: list them, fetch them.", no_args_is_help=True)
 
 
+def _location(name: str, data_dir: Path | None) -> str | None:
+    """Where the data set's files would be read from now, or None."""
+    try:
+        return str(find_dataset_dir(name, data_dir))
+    except UserError:
+        return None
+
+
 @app.command("list")
-def list_datasets(json_output: bool = typer.Option(False, "--json")) -> None:
-    """Registered data sets, their splits, and whether a fetched copy is cached."""
+def list_datasets(
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder holding data sets."),
+    json_output: bool = typer.Option(False, "--json"),
+) -> None:
+    """Registered data sets, their splits, and where their data is found."""
     registry = plugins.registry()
     rows = []
     for name in registry.names("datasets"):
@@ -27,19 +40,19 @@ def list_datasets(json_output: bool = typer.Option(False, "--json")) -> None:
             "description": getattr(factory, "description", ""),
             "fetchable": callable(getattr(factory, "fetch", None)),
             "cached": fetched_dir(name).is_dir(),
+            "data": _location(name, data_dir),
         })
     if json_output:
         print_json(rows)
         return
-    table = Table(title="Coral data sets")
-    for column in ("name", "splits", "cached copy", "description"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["name"], ", ".join(row["splits"]),
-                      "yes" if row["cached"] else ("no (coral datasets fetch)" if row["fetchable"]
-                                                   else "n/a"),
-                      row["description"])
-    stdout.print(table)
+    missing = "missing: --data-dir, CORAL_DATA_DIR"
+    print_table("Coral data sets", ("name", "splits", "data", "description"), [
+        (row["name"], ", ".join(row["splits"]),
+         row["data"] or (missing + f" or coral datasets fetch {row['name']}"
+                         if row["fetchable"] else missing),
+         row["description"])
+        for row in rows
+    ])
 
 
 @app.command("fetch")

@@ -21,6 +21,15 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
+def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    stdout.print(table)
+
+
 class RichProgress:
     """Bars with counts and ETA for each phase (generate, evaluate)."""
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from coral_core import plugins
 
-from .output import print_json, stdout
+from .output import print_json, print_table
 
 app = typer.Typer(help="Installed plugins.", no_args_is_help=True)
 
@@ -42,13 +41,11 @@ def list_plugins(json_output: bool = typer.Option(False, "--json")) -> None:
     if json_output:
         print_json(documents)
         return
-    table = Table(title="Coral plugins")
-    for column in ("name", "source", "registers", "hooks"):
-        table.add_column(column)
+    rows = []
     for doc in documents:
         registers = "; ".join(f"{kind}: {', '.join(doc[kind])}" for kind in plugins.KINDS
                               if kind in doc)
         if "objectives" in doc:
             registers += f" (objectives: {', '.join(doc['objectives'])})"
-        table.add_row(doc["name"], doc["source"], registers, ", ".join(doc["hooks"]))
-    stdout.print(table)
+        rows.append((doc["name"], doc["source"], registers, ", ".join(doc["hooks"])))
+    print_table("Coral plugins", ("name", "source", "registers", "hooks"), rows)

@@ -53,6 +53,8 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
     env = coral_env(None, CORAL_CACHE_DIR=str(cache),
                     CORAL_QUIXBUGS_URL=f"{base}/quixbugs.tar.gz")
 
+    listed = json.loads(run_coral("datasets", "list", "--json", env=env).stdout)
+    assert next(d for d in listed if d["name"] == "quixbugs")["data"] is None
     missing = run_coral("run", "--plugin", "quixbugs", "--out", str(tmp_path / "r0"), env=env)
     assert missing.returncode == 2
     assert "--data-dir" in missing.stderr and "coral datasets fetch quixbugs" in missing.stderr
@@ -64,7 +66,8 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
     assert [p.name for p in (cache / "datasets").iterdir()] == ["quixbugs"], "no leftovers"
 
     listed = json.loads(run_coral("datasets", "list", "--json", env=env).stdout)
-    assert next(d for d in listed if d["name"] == "quixbugs")["cached"] is True
+    entry = next(d for d in listed if d["name"] == "quixbugs")
+    assert entry["cached"] is True and entry["data"] == str(installed)
     good = data_dir / "quixbugs" / "correct_python_programs" / "gcd.py"
     scored = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
                        str(good), "--json", env=env)
