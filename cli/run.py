@@ -78,7 +78,7 @@ def run(
                                  out=out, executor=executor, ray_address=ray_address,
                                  samples=samples, seed=seed))
         config_used = configuration.merge(*layers)
-        run_dir = (Path(config_used["run"]["out"]) if out is not None
+        run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]
                    else default_run_dir(config_used))
         check_new_run_dir(run_dir)
     session = prepare(config_used, run_dir)

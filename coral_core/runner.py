@@ -69,7 +69,9 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def default_run_dir(config: Mapping[str, Any]) -> Path:
-    root = Path(config["run"]["out"] or "runs")
+    """runs/DATASET-MODEL-TIMESTAMP under the current folder (`--out` or `[run] out` names
+    the run directory itself instead)."""
+    root = Path("runs")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     model = configuration_label(config["model"]["spec"])
     base = root / f"{config['dataset']['name']}-{model}-{stamp}"
