@@ -9,8 +9,6 @@ from typing import Any
 from .sandbox import StepResult
 from .types import Case, Expect
 
-STATUSES = ("pass", "fail", "timeout", "error")
-
 
 @dataclass(frozen=True)
 class Outcome:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -50,19 +49,9 @@ def build_model(config: Mapping[str, Any], dataset: Dataset | None = None) -> Mo
     options = dict(section["options"])
     if section["base_url"]:
         options["base_url"] = section["base_url"]
-    try:
-        accepts = inspect.signature(entry.factory).parameters
-    except (TypeError, ValueError):
-        accepts = {}
-    if "dataset" in accepts and dataset is not None:
+    if dataset is not None and plugins.accepts(entry.factory, "dataset"):
         options["dataset"] = dataset
-    try:
-        inspect.signature(entry.factory).bind(target, **options)
-    except TypeError as error:
-        raise UserError(f"bad options for model '{prefix}': {error}") from None
-    except ValueError:
-        pass
-    return entry.factory(target, **options)
+    return plugins.instantiate(entry.factory, f"model '{prefix}'", target, **options)
 
 
 def sampling_params(config: Mapping[str, Any], seed: int) -> SamplingParams:

@@ -34,6 +34,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 )
 
 KINDS = ("datasets", "models", "evaluators", "search_strategies", "experiments")
+LABELS = {"datasets": "dataset", "models": "model", "evaluators": "evaluator",
+          "search_strategies": "search strategy", "experiments": "experiment"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ class Registry:
             return self.entries[kind][name]
         except KeyError:
             known = ", ".join(sorted(self.entries[kind])) or "none"
-            label = kind.rstrip("s").replace("_", " ")
+            label = LABELS[kind]
             raise UserError(f"unknown {label} '{name}' (known: {known})") from None
 
     def names(self, kind: str) -> list[str]:
@@ -157,14 +159,22 @@ def notify(hook_name: str, **kwargs: Any) -> None:
 def build(kind: str, name: str, **options: Any) -> Any:
     """Instantiate a registered dataset, evaluator or search strategy with options."""
     entry = registry().get(kind, name)
-    return _call_factory(entry.factory, name, options)
+    return instantiate(entry.factory, f"'{name}'", **options)
 
 
-def _call_factory(factory: Callable[..., Any], name: str, options: dict[str, Any]) -> Any:
+def accepts(factory: Callable[..., Any], parameter: str) -> bool:
     try:
-        inspect.signature(factory).bind(**options)
+        return parameter in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature available (builtins)
+        return False
+
+
+def instantiate(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> Any:
+    """Call a plugin factory; options it does not take are a user error naming `label`."""
+    try:
+        inspect.signature(factory).bind(*args, **options)
     except TypeError as error:
-        raise UserError(f"bad options for '{name}': {error}") from None
+        raise UserError(f"bad options for {label}: {error}") from None
     except ValueError:  # no signature available (builtins): let the call decide
         pass
-    return factory(**options)
+    return factory(*args, **options)

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 WORKER_DIR = Path(__file__).with_name("inside")  # what runs inside: standard library only
 WORKER_FILE = WORKER_DIR / "worker.py"

@@ -26,7 +26,8 @@ class SecurityEvaluator:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._config = None
-        self._dir = tempfile.mkdtemp(prefix="coral-security-")
+        self._scratch = tempfile.TemporaryDirectory(prefix="coral-security-")  # removed with us
+        self._dir = self._scratch.name
 
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
         for name in ("bandit", "stevedore"):  # optional report formatters it cannot load

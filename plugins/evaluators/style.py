@@ -31,7 +31,8 @@ class StyleEvaluator:
         self._lock = threading.Lock()
         self._guide = None
         self._totals: dict[str, int] = {}
-        self._dir = tempfile.mkdtemp(prefix="coral-style-")
+        self._scratch = tempfile.TemporaryDirectory(prefix="coral-style-")  # removed with us
+        self._dir = self._scratch.name
 
     def _style_guide(self):
         if self._guide is None:
