@@ -26,8 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coral_core.checking import check_case
-from coral_core.components import build_scoring
+from coral_core.verdicts import judge_case
+from coral_core.factories import build_scoring
 from coral_core.config import merge
 from coral_core.sandbox import Job, JobTemplate, Sandbox, SandboxPolicy
 from coral_core.sandbox.policy import bwrap_available, bwrap_command
@@ -91,7 +91,7 @@ def bench_coral_tests_only(task, codes, workers) -> float:
         futures = [sandbox.submit(template.job(code)) for code in codes]
         for future in futures:
             result = future.result()
-            assert all(check_case(c, s).status == "pass"
+            assert all(judge_case(c, s).status == "pass"
                        for c, s in zip(task.execution.cases, result.steps))
         return time.perf_counter() - started
 

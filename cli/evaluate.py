@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from coral_core import config as configuration
-from coral_core.candidates import CandidateFile, evaluate_files, files_in
-from coral_core.components import build_dataset, build_scoring, experiment_preset
+from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
+from coral_core.factories import build_dataset, build_scoring, experiment_preset
 from coral_core.errors import UserError
 
 from .output import print_json, stdout

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 
 from coral_core import config as configuration
-from coral_core.components import experiment_preset
+from coral_core.factories import experiment_preset
 from coral_core.errors import UserError
 from coral_core.runner import (check_new_run_dir, create_run, default_run_dir, execute,
                                open_run, prepare)

@@ -28,6 +28,12 @@ def coral_register_search_strategies(register):
 
 
 @hookspec
+def coral_register_executors(register):
+    """Call ``register(name, factory)``; ``factory(settings)`` gets the resolved
+    ``[execution]`` table and returns an Executor."""
+
+
+@hookspec
 def coral_register_experiments(register):
     """Call ``register(name, preset)``; ``preset`` is a configuration mapping (TOML shape)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from .store import EvaluationRecord
+from .store import ScoreRecord
 from .types import Task
 
 
@@ -28,7 +28,7 @@ def _mean(values: Iterable[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def problem_summary(task: Task, records: Sequence[EvaluationRecord]) -> dict[str, Any]:
+def problem_summary(task: Task, records: Sequence[ScoreRecord]) -> dict[str, Any]:
     n = len(records)
     c = sum(1 for r in records if r.passed)
     names = sorted({name for r in records for name in r.objectives})
@@ -45,10 +45,10 @@ def problem_summary(task: Task, records: Sequence[EvaluationRecord]) -> dict[str
     }
 
 
-def summarize(tasks: Sequence[Task], records: Mapping[tuple[str, int], EvaluationRecord],
+def summarize(tasks: Sequence[Task], records: Mapping[tuple[str, int], ScoreRecord],
               ) -> dict[str, Any]:
     """Per-problem results and their means; pass@k overall for every k all problems reach."""
-    by_task: dict[str, list[EvaluationRecord]] = {t.id: [] for t in tasks}
+    by_task: dict[str, list[ScoreRecord]] = {t.id: [] for t in tasks}
     for (task_id, _), record in sorted(records.items()):
         if task_id in by_task:
             by_task[task_id].append(record)

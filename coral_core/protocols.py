@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from .types import Candidate, Evaluation, Generation, GenerationRequest, Task, TrainingExample
 
 if TYPE_CHECKING:
-    from .evaluation import EvaluationContext
+    from .blueprints import ModelBlueprint, ScoringBlueprint
+    from .execution import ExecutionContext
+    from .scoring import ScoredCandidate
 
 
 @runtime_checkable
@@ -31,7 +34,13 @@ class TrainableDataset(Dataset, Protocol):
 
 @runtime_checkable
 class Model(Protocol):
-    """Completes prompts. Returns, per request, `request.params.n` generations."""
+    """Completes prompts. Returns, per request, `request.params.n` generations.
+
+    The model renders each request's structured Prompt (chat template, FIM template).
+    `supports_adapters` (default False when absent) says whether `request.adapter` may be
+    set: a configuration that sets an adapter for a model without it is refused before
+    the run starts.
+    """
 
     name: str
 
@@ -45,7 +54,7 @@ class Evaluator(Protocol):
     name: str
     objectives: tuple[str, ...]
 
-    def evaluate(self, candidate: Candidate, context: "EvaluationContext") -> Evaluation: ...
+    def evaluate(self, candidate: Candidate, context: "ExecutionContext") -> Evaluation: ...
 
 
 @runtime_checkable
@@ -59,3 +68,34 @@ class SearchStrategy(Protocol):
     def ask(self) -> list[Mapping[str, Any]]: ...
 
     def tell(self, results: Sequence[tuple[Mapping[str, Any], Mapping[str, float]]]) -> None: ...
+
+    def state(self) -> Any:
+        """JSON-serialisable state, saved in the run store after every ask and tell."""
+        ...
+
+    def restore(self, state: Any) -> None:
+        """Continue from a saved `state()` (resume)."""
+        ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Where generation and evaluation run: the runner sends work through this and only
+    the driver writes the run store.
+
+    Work names its components by blueprint (plain, picklable configuration with a
+    digest); the executor builds each where it runs, once per distinct blueprint, and
+    reuses it. `cancel()` abandons work in flight (Ctrl-C): it must return quickly.
+    """
+
+    name: str
+
+    def generate(self, model: "ModelBlueprint", requests: Sequence[GenerationRequest],
+                 ) -> list[list[Generation]]: ...
+
+    def submit(self, scoring: "ScoringBlueprint", task: Task, text: str,
+               extract: bool = True) -> "Future[ScoredCandidate]": ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from . import __version__, config as configuration, plugins
-from .components import Scoring, build_dataset, build_model, build_scoring, sampling_params
+from .factories import Scoring, build_dataset, build_model, build_scoring, sampling_params
 from .errors import UserError
 from .metrics import summarize
 from .protocols import Dataset, Model
 from .scoring import Scorer
-from .store import EvaluationRecord, GenerationRecord, RunStore
+from .store import ScoreRecord, GenerationRecord, RunStore
 from .types import Candidate, GenerationRequest, Task
 
 CONFIG_FILE = "config.toml"
@@ -137,7 +137,7 @@ class _Trial:
         self.samples = config["run"]["samples"]
         self.seed = config["run"]["seed"]
 
-    def run(self, workers: int) -> dict[tuple[str, int], EvaluationRecord]:
+    def run(self, workers: int) -> dict[tuple[str, int], ScoreRecord]:
         generations = self.store.generations(self.number)
         evaluations = self.store.evaluations(self.number)
         wanted = [(task, i) for task in self.tasks for i in range(self.samples)]
@@ -198,7 +198,7 @@ class _Trial:
         started = time.perf_counter()
         code = self.dataset.extract_code(task, generation.text)
         scored = self.scorer.score(Candidate(task, code))
-        record = EvaluationRecord(
+        record = ScoreRecord(
             self.number, task.id, generation.sample,
             hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(), scored.passed,
             dict(scored.objectives), scored.fitness, {"code": code, **scored.details},

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .errors import UserError
-from .evaluation import EvaluationContext, code_digest
+from .execution import ExecutionContext, code_digest
 from .protocols import Evaluator
 from .types import Candidate
 
 
 @dataclass(frozen=True)
-class Scored:
+class ScoredCandidate:
     objectives: Mapping[str, float]
     fitness: float
     passed: bool
@@ -43,7 +43,7 @@ class Scorer:
     """
 
     def __init__(
-        self, evaluators: Sequence[Evaluator], context: EvaluationContext,
+        self, evaluators: Sequence[Evaluator], context: ExecutionContext,
         weights: Mapping[str, float] | None = None, gate: str = "",
     ):
         self.evaluators = list(evaluators)
@@ -64,10 +64,10 @@ class Scorer:
         if gate and gate not in names:
             raise UserError(f"gate objective '{gate}' is produced by no evaluator in use")
         self.objective_names = tuple(names)
-        self._cache: dict[tuple[str, str, str], Scored] = {}
+        self._cache: dict[tuple[str, str, str], ScoredCandidate] = {}
         self._lock = threading.Lock()
 
-    def score(self, candidate: Candidate) -> Scored:
+    def score(self, candidate: Candidate) -> ScoredCandidate:
         key = (candidate.task.dataset, candidate.task.id, code_digest(candidate.code))
         with self._lock:
             if key in self._cache:
@@ -87,7 +87,7 @@ class Scorer:
         if self.gate and objectives.get(self.gate, 1.0) == 0.0:
             objectives = {name: 0.0 for name in objectives}
         passed = candidate.task.execution is not None and self.context.execution(candidate).passed
-        scored = Scored(objectives, weighted_fitness(objectives, self.weights), passed, details)
+        scored = ScoredCandidate(objectives, weighted_fitness(objectives, self.weights), passed, details)
         with self._lock:
             self._cache[key] = scored
         return scored

@@ -56,7 +56,7 @@ class GenerationRecord:
 
 
 @dataclass(frozen=True)
-class EvaluationRecord:
+class ScoreRecord:
     trial: int
     task_id: str
     sample: int
@@ -129,7 +129,7 @@ class RunStore:
         }
 
     # -- evaluations
-    def add_evaluation(self, record: EvaluationRecord) -> None:
+    def add_evaluation(self, record: ScoreRecord) -> None:
         self._write(
             "INSERT INTO evaluations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.trial, record.task_id, record.sample, record.code_sha, int(record.passed),
@@ -138,18 +138,18 @@ class RunStore:
              time.time()),
         )
 
-    def evaluations(self, trial: int) -> dict[tuple[str, int], EvaluationRecord]:
+    def evaluations(self, trial: int) -> dict[tuple[str, int], ScoreRecord]:
         rows = self._rows(
             "SELECT trial, task_id, sample, code_sha, passed, objectives, fitness, details, "
             "seconds FROM evaluations WHERE trial = ?", (trial,),
         )
         return {
-            (r[1], r[2]): EvaluationRecord(r[0], r[1], r[2], r[3], bool(r[4]), json.loads(r[5]),
+            (r[1], r[2]): ScoreRecord(r[0], r[1], r[2], r[3], bool(r[4]), json.loads(r[5]),
                                            r[6], json.loads(r[7]), r[8])
             for r in rows
         }
 
-    def iter_evaluations(self) -> Iterator[EvaluationRecord]:
+    def iter_evaluations(self) -> Iterator[ScoreRecord]:
         for trial, in self._rows("SELECT DISTINCT trial FROM evaluations ORDER BY trial"):
             yield from self.evaluations(trial).values()
 

@@ -6,8 +6,12 @@ already saw. Mappings inside them are treated as read-only by convention.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from .program_tests import ExecutionSpec
 
 
 @dataclass(frozen=True)
@@ -25,14 +29,65 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class Message:
+    """One turn of a chat prompt."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a model sees, as structured data; the model plugin renders it.
+
+    One shape each: `instruction` (text, wrapped in the model's chat template where it
+    has one), `messages` (a chat), or `prefix` + `suffix` (fill in the middle, rendered
+    with the model family's FIM template).
+    """
+
+    instruction: str = ""
+    messages: tuple[Message, ...] = ()
+    prefix: str | None = None
+    suffix: str | None = None
+
+    def __post_init__(self) -> None:
+        shapes = (bool(self.instruction), bool(self.messages),
+                  self.prefix is not None or self.suffix is not None)
+        if sum(shapes) > 1:
+            raise ValueError("a Prompt is an instruction, messages or a prefix/suffix pair")
+
+    @property
+    def kind(self) -> str:
+        """"instruction", "chat" or "infill"."""
+        if self.messages:
+            return "chat"
+        if self.prefix is not None or self.suffix is not None:
+            return "infill"
+        return "instruction"
+
+    def as_messages(self) -> tuple[Message, ...]:
+        """The prompt as chat turns (an instruction is one user turn)."""
+        if self.kind == "infill":
+            raise ValueError("an infilling prompt has no chat form")
+        return self.messages or (Message("user", self.instruction),)
+
+    def digest(self) -> str:
+        """A content digest: resume checks stored samples against it."""
+        payload = json.dumps([self.instruction, [[m.role, m.content] for m in self.messages],
+                              self.prefix, self.suffix], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One prompt to complete `params.n` times.
 
     `adapter` is a path to a peft adapter directory (LoRA or DoRA) applied on top of the
-    base model for this request only; backends without adapters reject it.
+    base model for this request only; a model without `supports_adapters` is refused
+    one before the run starts.
     """
 
-    prompt: str
+    prompt: Prompt
     params: SamplingParams = SamplingParams()
     adapter: str | None = None
     task_id: str = ""
@@ -50,94 +105,63 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class Step:
-    """One unit of work run inside the sandbox. It never carries an expected value.
+class Success:
+    """What solving a task means: `objective` >= `threshold`, after the scorer's gate.
 
-    Either `call` names a function of the candidate module, called with `args` (JSON
-    values; the result is projected by `project`: "value" or "list" for generators), or
-    `script` names a function defined by the job's setup code (an upstream test function
-    whose assertions were turned into recorded values).
+    QuixBugs: bugfix >= 1.0 (every test passes); FIM: exact match; test generation: a
+    mutation-score target. A task without one has no c, pass@k or fixed.
     """
 
-    call: str | None = None
-    args: tuple[Any, ...] = ()
-    project: str = "value"
-    script: str | None = None
+    objective: str
+    threshold: float = 1.0
 
-
-@dataclass(frozen=True)
-class Expect:
-    """One expectation, checked in the parent on values recorded by a step.
-
-    kind: "eq" (record == value), "approx" (|record - value| <= tolerance), "truthy",
-    "falsy", or "same" (two consecutive records are equal; objects compare by identity).
-    """
-
-    kind: str
-    value: Any = None
-    tolerance: float = 0.0
-
-    @property
-    def records(self) -> int:
-        return 2 if self.kind == "same" else 1
-
-
-@dataclass(frozen=True)
-class Case:
-    """A test case: what the sandbox runs, and what the parent expects of it."""
-
-    name: str
-    step: Step
-    expects: tuple[Expect, ...]
-    slow: bool = False
-
-
-@dataclass(frozen=True)
-class ExecutionSpec:
-    """How to run a candidate program against a task's tests.
-
-    The candidate is importable as `module`; `support` modules (name, source) are
-    importable too; `setup` runs once after the candidate is imported.
-    """
-
-    module: str
-    cases: tuple[Case, ...]
-    support: tuple[tuple[str, str], ...] = ()
-    setup: str = ""
+    def met(self, objectives: Mapping[str, float]) -> bool:
+        return objectives.get(self.objective, 0.0) >= self.threshold
 
 
 @dataclass(frozen=True)
 class Task:
     """One problem of a data set.
 
-    `source` is the input program shown to the model (for QuixBugs, the buggy one);
-    `reference` is a known-good solution, used only by evaluators, never by models.
+    `prompt` is what the model sees; `source` the input program where there is one (for
+    QuixBugs, the buggy program); `reference` a known-good solution, used only by
+    evaluators, never by models. `stop` holds the task's own stop sequences (the
+    configuration adds to them). `candidate_kind` says what a reply becomes: "program",
+    "completion" or "tests".
     """
 
     id: str
     dataset: str
     split: str
-    prompt: str
+    prompt: Prompt
     source: str = ""
     reference: str = ""
     execution: ExecutionSpec | None = None
+    success: Success | None = None
+    stop: tuple[str, ...] = ()
+    candidate_kind: str = "program"
     seen_in_training: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class TrainingExample:
-    """An instruction-tuning example; loss is taken on `output` only."""
+    """An adapter-training example, rendered by its data set: the model sees `prompt`
+    (rendered by the model plugin exactly as at evaluation) and learns `answer` (loss on
+    the answer only). `source` / `solution` are the raw program pair, for learners that
+    need no prompt (the weight-free baseline)."""
 
     task_id: str
-    instruction: str
-    input: str
-    output: str
+    prompt: Prompt
+    answer: str
+    source: str = ""
+    solution: str = ""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A program proposed for a task (extracted from a model's text, or read from a file)."""
+    """What a reply became for a task (a program, a completion or a test suite, as the
+    task's `candidate_kind` says), or what was read from a file."""
 
     task: Task
     code: str

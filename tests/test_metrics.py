@@ -8,7 +8,7 @@ from math import comb
 import pytest
 
 from coral_core.metrics import pass_at_k, summarize
-from coral_core.store import EvaluationRecord
+from coral_core.store import ScoreRecord
 from coral_core.types import Task
 
 
@@ -34,7 +34,7 @@ def test_pass_at_k_rejects_impossible_arguments():
 
 
 def _record(task, sample, passed, bugfix):
-    return EvaluationRecord(0, task, sample, "x", passed, {"bugfix": bugfix}, bugfix, {}, 0.0)
+    return ScoreRecord(0, task, sample, "x", passed, {"bugfix": bugfix}, bugfix, {}, 0.0)
 
 
 def test_summary_means_over_problems_and_counts_fixed():

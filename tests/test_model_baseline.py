@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coral_core.checking import check_case
+from coral_core.verdicts import judge_case
 from coral_core.errors import UserError
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_core.types import GenerationRequest, SamplingParams, TrainingExample
@@ -333,7 +333,7 @@ def test_it_fixes_at_least_three_of_the_eight_test_problems(model: BaselineModel
             if enough.is_set():
                 return
             result = sandbox.run(Job.build(task.execution, code, policy))
-            outcomes = [check_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
+            outcomes = [judge_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
             if len(outcomes) == len(task.execution.cases) and all(
                     o.status == "pass" for o in outcomes):
                 fixed.append(task.id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coral_core.evaluation import EvaluationContext
+from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.scoring import Scorer, weighted_fitness
 from coral_core.types import Candidate
@@ -21,7 +21,7 @@ WEIGHTS = {"bugfix": 0.30, "security": 0.25, "syntax": 0.20, "style": 0.15, "run
 @pytest.fixture(scope="module")
 def scorer(data_dir):
     sandbox = Sandbox(SandboxPolicy(timeout=2.0))
-    context = EvaluationContext(sandbox)
+    context = ExecutionContext(sandbox)
     evaluators = [TestsEvaluator(), StyleEvaluator(), SecurityEvaluator(), SyntaxEvaluator(),
                   RuntimeEvaluator()]
     yield Scorer(evaluators, context, WEIGHTS, gate="syntax")
@@ -94,7 +94,7 @@ def test_identical_candidates_are_evaluated_once(scorer, gcd):
 def test_relative_timeouts_follow_the_reference(data_dir):
     task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
     with Sandbox(SandboxPolicy(timeout=5.0)) as sandbox:
-        context = EvaluationContext(sandbox, timeout_factor=20.0, timeout_floor=0.2)
+        context = ExecutionContext(sandbox, timeout_factor=20.0, timeout_floor=0.2)
         timeouts = context.timeouts(task)
         assert len(timeouts) == len(task.execution.cases)
         assert all(t == 0.2 for t in timeouts), "microsecond references -> the floor"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from coral_core.checking import check_case
+from coral_core.verdicts import judge_case
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_plugins.datasets.quixbugs import QuixBugs
 
@@ -61,7 +61,7 @@ def test_every_upstream_program_scores_as_upstream_pytest_does(tmp_path, data_di
                                                      ("correct", task.reference))]
         for task, kind, future in jobs:
             result = future.result()
-            outcomes = [check_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
+            outcomes = [judge_case(c, s) for c, s in zip(task.execution.cases, result.steps)]
             passed = sum(o.status == "pass" for o in outcomes)
             coral[kind][task.id] = passed
             if kind == "correct":

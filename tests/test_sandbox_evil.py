@@ -64,10 +64,11 @@ from typing import Any, Callable
 
 import pytest
 
-from coral_core.checking import Outcome, check_case
+from coral_core.verdicts import Outcome, judge_case
 from coral_core.sandbox import ExecutionResult, Job, Opaque, Sandbox, SandboxPolicy
 from coral_core.sandbox.policy import WORKER_FILE, bwrap_available
-from coral_core.types import ExecutionSpec, Task
+from coral_core.program_tests import ExecutionSpec
+from coral_core.types import Task
 from coral_plugins.datasets.quixbugs import QuixBugs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -454,7 +455,7 @@ def _assert_no_leftovers(name: str) -> None:
 
 def _outcomes(spec: ExecutionSpec, result: ExecutionResult) -> list[Outcome]:
     assert len(result.steps) == len(spec.cases)
-    return [check_case(case, step) for case, step in zip(spec.cases, result.steps)]
+    return [judge_case(case, step) for case, step in zip(spec.cases, result.steps)]
 
 
 def _assert_next_is_normal(name: str, sandbox: Sandbox, world: World) -> None:

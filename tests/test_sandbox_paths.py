@@ -14,14 +14,14 @@ from coral_core.sandbox.policy import bwrap_available
 SCRIPT = """
 import json, sys
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
-from coral_core.checking import check_case
+from coral_core.verdicts import judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
 task = QuixBugs(data_dir=sys.argv[1]).task("gcd")
 policy = SandboxPolicy(isolation="bwrap")
 with Sandbox(policy, workers=1) as sandbox:
     result = sandbox.run(Job.build(task.execution, task.reference, policy))
 print(json.dumps({"prefix": sys.prefix, "isolated": result.isolated,
-                  "passed": [check_case(c, s).status for c, s in
+                  "passed": [judge_case(c, s).status for c, s in
                              zip(task.execution.cases, result.steps)]}))
 """
 

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..types import ExecutionSpec
+from ..program_tests import ExecutionSpec
 from .decode import DecodeError, decode_record
 from .inside.worker import WALL_FACTOR
 from .policy import (NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available, bwrap_command,

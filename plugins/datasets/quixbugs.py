@@ -17,7 +17,8 @@ from coral_core.data import fetch_pinned, find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.extract import extract_python
 from coral_core.hookspecs import hookimpl
-from coral_core.types import ExecutionSpec, Task, TrainingExample
+from coral_core.program_tests import ExecutionSpec
+from coral_core.types import Prompt, Success, Task, TrainingExample
 
 from .quixbugs_tests import UpstreamFormatError, load_cases
 

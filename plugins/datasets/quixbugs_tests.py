@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from coral_core.types import Case, Expect, Step
+from coral_core.program_tests import Case, Expect, Step
 
 RECORD = "__coral_record__"
 

@@ -11,7 +11,7 @@ dominating; scaling by the pass rate keeps a fast wrong answer from scoring well
 
 from __future__ import annotations
 
-from coral_core.evaluation import EvaluationContext
+from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
 
@@ -30,7 +30,7 @@ class RuntimeEvaluator:
     name = "runtime"
     objectives = ("runtime",)
 
-    def evaluate(self, candidate: Candidate, context: EvaluationContext) -> Evaluation:
+    def evaluate(self, candidate: Candidate, context: ExecutionContext) -> Evaluation:
         execution = context.execution(candidate)
         reference = context.reference(candidate.task)
         counts = execution.counts

@@ -6,7 +6,7 @@ defines the entry point, else 0.0.
 
 from __future__ import annotations
 
-from coral_core.evaluation import EvaluationContext
+from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
 
@@ -18,7 +18,7 @@ class TestsEvaluator:
     objectives = ("bugfix",)
     __test__ = False  # not a pytest class
 
-    def evaluate(self, candidate: Candidate, context: EvaluationContext) -> Evaluation:
+    def evaluate(self, candidate: Candidate, context: ExecutionContext) -> Evaluation:
         execution = context.execution(candidate)
         counts = execution.counts
         if counts["total"] and counts["passed"] == counts["total"]:

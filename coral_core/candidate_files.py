@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .components import Scoring
+from .factories import Scoring
 from .errors import UserError
 from .protocols import Dataset
 from .types import Candidate, Task

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from . import plugins
 from .errors import UserError
-from .evaluation import EvaluationContext
+from .execution import ExecutionContext
 from .protocols import Dataset, Model
 from .sandbox import Sandbox, SandboxPolicy
 from .scoring import Scorer
@@ -81,7 +81,7 @@ class Scoring:
     """The evaluators in use, their shared context and the sandbox under them."""
 
     scorer: Scorer
-    context: EvaluationContext
+    context: ExecutionContext
     sandbox: Sandbox
 
     def close(self) -> None:
@@ -103,7 +103,7 @@ def build_scoring(
         evaluators.append(plugins.build("evaluators", name, **options))
     sandbox = build_sandbox(config, hidden)
     execution = config["execution"]
-    context = EvaluationContext(
+    context = ExecutionContext(
         sandbox, timeout_factor=execution["timeout_factor"],
         timeout_floor=execution["timeout_floor"], store=store,
     )

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from .checking import Outcome, check_case, tally
+from .verdicts import Outcome, judge_case, tally
 from .errors import UserError
 from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy
 from .store import RunStore
@@ -44,7 +44,7 @@ class ReferenceTiming:
     step_seconds: tuple[float, ...]
 
 
-class EvaluationContext:
+class ExecutionContext:
     """Caches executions by content, so identical candidates run once.
 
     timeout_factor > 0 makes each test's timeout relative to the reference solution's
@@ -143,7 +143,7 @@ class EvaluationContext:
         def run() -> Execution:
             result = self._run(task, candidate.code, self.timeouts(task))
             assert task.execution is not None
-            outcomes = tuple(check_case(c, s) for c, s in zip(task.execution.cases, result.steps))
+            outcomes = tuple(judge_case(c, s) for c, s in zip(task.execution.cases, result.steps))
             return Execution(result, outcomes)
 
         return self._once(("execution", task.dataset, task.id, code_digest(candidate.code)), run)

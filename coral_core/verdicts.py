@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .sandbox import StepResult
-from .types import Case, Expect
+from .program_tests import Case, Expect
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def _explain(expect: Expect, values: tuple[Any, ...]) -> str:
     return f"expected a {expect.kind} value, got {_short(values[0])}"
 
 
-def check_case(case: Case, step: StepResult) -> Outcome:
+def judge_case(case: Case, step: StepResult) -> Outcome:
     """Apply the expectations in order, as the upstream assertions would run.
 
     The first failed expectation fails the test even if the step later crashed or timed
