@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from coral_core.verdicts import judge_case
+from coral_core.blueprints import ScoringBlueprint
 from coral_core.factories import build_scoring
 from coral_core.config import merge
 from coral_core.sandbox import Job, JobTemplate, Sandbox, SandboxPolicy
@@ -98,7 +99,7 @@ def bench_coral_tests_only(task, codes, workers) -> float:
 
 def bench_coral_all_objectives(task, codes, workers) -> float:
     config = merge(PRESET, {"execution": {"workers": workers}})
-    scoring = build_scoring(config)
+    scoring = build_scoring(ScoringBlueprint.of(config))
     try:
         scoring.scorer.score(Candidate(task, task.reference))  # warm flake8, bandit, reference
         started = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 
 import typer
@@ -14,6 +15,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_errors
 
 from coral_core.errors import UserError
+from coral_core.runner import Interrupted
 
 from . import datasets_cmd, evaluate, plugins_cmd, report, run
 
@@ -44,6 +46,13 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         result = app(args=argv, standalone_mode=False, prog_name="coral")
+    except Interrupted as stopped:
+        # Work in flight was abandoned; exit now rather than wait for its threads.
+        sys.stdout.flush()
+        sys.stderr.write("coral: interrupted; resume with: "
+                         f"coral run --resume {shlex.quote(stopped.run_dir)}\n")
+        sys.stderr.flush()
+        os._exit(130)
     except UserError as error:
         _fail(str(error))
     except click_errors.NoArgsIsHelpError as error:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from coral_core import config as configuration
 from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
+from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
 from coral_core.factories import build_dataset, build_scoring, experiment_preset
 from coral_core.errors import UserError
 
@@ -40,11 +41,10 @@ def evaluate(
     if data_dir is not None:
         layers.append({"dataset": {"data_dir": str(data_dir)}})
     resolved = configuration.merge(*layers)
-    dataset = build_dataset(resolved)
+    dataset = build_dataset(DatasetBlueprint.of(resolved))
     files = ([CandidateFile(candidate, problem or "")] if candidate is not None
              else files_in(candidate_dir))  # type: ignore[arg-type]
-    root = str(getattr(dataset, "root", "") or "")
-    scoring = build_scoring(resolved, hidden=(root,) if root else ())
+    scoring = build_scoring(ScoringBlueprint.of(resolved), dataset)
     try:
         documents = evaluate_files(dataset, scoring, files)
     finally:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
+from rich.markup import escape
 from rich.table import Table
 
 stdout = Console(soft_wrap=True)
@@ -107,25 +108,49 @@ def _pct(value: float) -> str:
 def summary_table(summary: Mapping[str, Any]) -> Table:
     problems = summary["problems"]
     names = list(summary.get("objectives", {}))
+    succeeds = "pass_at_k" in summary
     ks = [k for k in ("1", "5", "10", "25", "50", "100") if k in summary.get("pass_at_k", {})]
-    table = Table(title=f"{summary['dataset']} ({summary['split']}) — {summary['model']}, "
-                        f"{summary['samples']} samples, seed {summary['seed']}")
+    title = (f"{summary['dataset']} ({summary['split']}) — {summary['model']}, "
+             f"{summary['samples']} samples, seed {summary['seed']}")
+    if len(summary.get("trials", ())) > 1 and summary.get("best"):
+        title += f", best trial {summary['best']['trial']}"
+    table = Table(title=escape(title))
     table.add_column("problem")
-    table.add_column("c/n", justify="right")
+    table.add_column("c/n" if succeeds else "n", justify="right")
     for k in ks:
         table.add_column(f"pass@{k}", justify="right")
     for name in names:
-        table.add_column(name, justify="right")
+        table.add_column(escape(name), justify="right")
     table.add_column("fitness", justify="right")
     for row in problems:
         label = row["problem"] + (" (seen in training)" if row.get("seen_in_training") else "")
-        table.add_row(label, f"{row['c']}/{row['n']}",
-                      *[_pct(row["pass_at_k"].get(k, 0.0)) for k in ks],
+        count = f"{row['c']}/{row['n']}" if "c" in row else str(row["n"])
+        table.add_row(escape(label), count,
+                      *[_pct(row.get("pass_at_k", {}).get(k, 0.0)) for k in ks],
                       *[f"{row['objectives'].get(n, 0.0):.3f}" for n in names],
                       f"{row.get('fitness', 0.0):.3f}")
     table.add_section()
-    table.add_row(f"overall: {summary['fixed']}/{len(problems)} fixed", "",
+    overall = (f"overall: {summary['fixed']}/{len(problems)} fixed" if "fixed" in summary
+               else "overall")
+    table.add_row(overall, "",
                   *[_pct(summary["pass_at_k"][k]) for k in ks],
                   *[f"{summary['objectives'][n]:.3f}" for n in names],
                   f"{summary.get('fitness', 0.0):.3f}")
+    return table
+
+
+def trials_table(summary: Mapping[str, Any]) -> Table:
+    """One row per trial: its overrides, status, pass@1, fitness; the best is marked."""
+    best = (summary.get("best") or {}).get("trial")
+    rank_by = (summary.get("best") or {}).get("rank_by", "fitness")
+    table = Table(title=f"trials (best by {escape(rank_by)})")
+    for column in ("trial", "overrides", "status", "pass@1", "fitness"):
+        table.add_column(column, justify="right" if column != "overrides" else "left")
+    for row in summary.get("trials", ()):
+        overrides = ", ".join(f"{k}={json.dumps(v)}" for k, v in row["overrides"].items())
+        pass1 = row.get("pass_at_k", {}).get("1")
+        table.add_row(f"{row['trial']}{' *' if row['trial'] == best else ''}",
+                      escape(overrides or "(base)"), row["status"],
+                      _pct(pass1) if pass1 is not None else "-",
+                      f"{row['fitness']:.3f}" if "fitness" in row else "-")
     return table

@@ -57,7 +57,7 @@ def document(task: Task, scoring: Scoring, code: str) -> dict[str, Any]:
     execution = scoring.context.execution(candidate)
     return {
         "problem": task.id,
-        "passed": execution.passed,
+        "passed": bool(scored.passed),
         "tests": execution.counts,
         "outcomes": [{"test": o.name, "status": o.status, "detail": o.detail}
                      for o in execution.outcomes],

@@ -1,12 +1,27 @@
 """Experiment configuration: TOML, merged preset < file < flags, checked key by key.
 
-Unknown keys and wrong types are errors that name the key and the file (and its line);
-nothing is silently dropped.
+Unknown keys, wrong types, out-of-range values and NaN or infinite numbers are errors that
+name the key and the file (and its line); nothing is silently dropped. What is valid lives in
+`config_schema`; this module reads, merges, resolves a trial's overrides and digests.
+
+Merging (`merge`, `resolve`): a later layer wins key by key, and tables merge key by key at
+every depth, except that
+- `evaluators.weights` given as a table replaces the one before it (a user's weights are the
+  whole set); a dotted override path into it (`evaluators.weights.bugfix`) sets that entry;
+- `[search.space]` merges dimension by dimension, each dimension's values replacing whole;
+- lists replace;
+- a layer whose `model.spec` switches backend (the part before ':') drops the earlier
+  `model.options` and `model.base_url` when they were given beside a `model.spec` (they
+  belonged to that backend); options given in a layer that names no model (a config file
+  with `[model.options]` only) go with whichever model is chosen, `--model` included.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,137 +34,69 @@ else:  # pragma: no cover
 
 import tomli_w
 
+from .config_schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check, check_override,
+                            kind_of, parse_path)
 from .errors import UserError
 
-# section -> key -> (type, check or None). "table" values are free-form plugin options.
-SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
-    "dataset": {
-        "name": ("str", None), "split": ("str", None), "problems": ("list[str]", None),
-        "data_dir": ("str", None), "options": ("table", None),
-    },
-    "model": {
-        "spec": ("str", None), "base_url": ("str", None), "adapter": ("str", None),
-        "temperature": ("float", lambda v: v >= 0 or "must be >= 0"),
-        "top_p": ("float", lambda v: 0 < v <= 1 or "must be in (0, 1]"),
-        "top_k": ("int", lambda v: v >= 0 or "must be >= 0"),
-        "max_new_tokens": ("int", lambda v: v >= 1 or "must be >= 1"),
-        "repetition_penalty": ("float", lambda v: v > 0 or "must be > 0"),
-        "stop": ("list[str]", None),
-        "batch_size": ("int", lambda v: v >= 1 or "must be >= 1"),
-        "options": ("table", None),
-    },
-    "evaluators": {
-        "use": ("list[str]", None), "weights": ("table[float]", None), "gate": ("str", None),
-        "options": ("table", None),
-    },
-    "search": {"strategy": ("str", None), "options": ("table", None)},
-    "execution": {
-        "executor": ("str", None), "ray_address": ("str", None),
-        "workers": ("int", lambda v: v >= 0 or "must be >= 0 (0 = one per core)"),
-        "test_timeout": ("float", lambda v: v > 0 or "must be > 0"),
-        "timeout_factor": ("float", lambda v: v >= 0 or "must be >= 0 (0 = off)"),
-        "timeout_floor": ("float", lambda v: v > 0 or "must be > 0"),
-        "memory_mb": ("int", lambda v: v >= 64 or "must be >= 64"),
-        "isolation": ("str", lambda v: v in ("auto", "bwrap", "none")
-                      or "must be auto, bwrap or none"),
-    },
-    "run": {
-        "samples": ("int", lambda v: v >= 1 or "must be >= 1"),
-        "seed": ("int", lambda v: v >= 0 or "must be >= 0"),
-        "out": ("str", None),
-    },
-}
+__all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "validate", "read_file", "merge",
+           "override_layer", "resolve", "digest", "absolute_paths", "dump", "loads_resolved"]
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "dataset": {"name": "", "split": "test", "problems": [], "data_dir": "", "options": {}},
-    "model": {
-        "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95,
-        "top_k": 0,
-        "max_new_tokens": 512, "repetition_penalty": 1.0, "stop": [], "batch_size": 16,
-        "options": {},
-    },
-    "evaluators": {"use": ["tests"], "weights": {}, "gate": "", "options": {}},
-    "search": {"strategy": "single", "options": {}},
-    "execution": {
-        "executor": "local", "ray_address": "", "workers": 0, "test_timeout": 5.0,
-        "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
-    },
-    "run": {"samples": 10, "seed": 0, "out": ""},
-}
+# Keys that may differ when a run is relocated (resumed elsewhere): not part of its digest.
+RELOCATABLE = (("dataset", "data_dir"), ("model", "base_url"), ("run", "out"))
+PATH_KEYS = (("dataset", "data_dir"), ("model", "adapter"), ("run", "out"))
+REPLACED_TABLES = {("evaluators", "weights")}
 
-_TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number",
-               "list[str]": "a list of strings", "table": "a table",
-               "table[float]": "a table of numbers"}
+_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""
+_KEY = rf"{_PART}(?:\s*\.\s*{_PART})*"
+_HEADER = re.compile(rf"\s*\[\[?\s*({_KEY})\s*\]\]?\s*(?:#.*)?$")
+_ASSIGN = re.compile(rf"\s*({_KEY})\s*=")
 
 
-def _kind_ok(kind: str, value: Any) -> bool:
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "list[str]":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if kind == "table":
-        return isinstance(value, dict)
-    if kind == "table[float]":
-        return isinstance(value, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
-        )
-    raise AssertionError(kind)
+def _dotted_key(text: str) -> str:
+    return ".".join(p[1:-1] if p[0] in "\"'" else p for p in re.findall(_PART, text))
 
 
-def _line_of(text: str, section: str, key: str) -> int | None:
-    """Best-effort line of `key` in `[section]` (tomllib does not report positions)."""
-    current = ""
+def _line_of(text: str, path: tuple[str, ...]) -> int | None:
+    """Best-effort line of the key `path` names (tomllib does not report positions): where it
+    is set, else the first line inside it, else the line of the deepest table holding it."""
+    target = re.sub(r"\[\d+\]", "", ".".join(path))  # 'options.xs[1]' is set on 'xs ='
+    current, inside, around = "", None, (-1, None)
     for number, line in enumerate(text.splitlines(), 1):
-        header = re.match(r"\s*\[\s*([^\]]+?)\s*\]", line)
+        header = _HEADER.match(line)
         if header:
-            current = header.group(1)
-            if current == f"{section}.{key}" or (not key and current == section):
-                return number
-            continue
-        if re.match(rf"\s*{re.escape(key)}\s*=", line) and current == section:
+            current = full = _dotted_key(header.group(1))
+        else:
+            assign = _ASSIGN.match(line)
+            if not assign:
+                continue
+            full = ".".join(filter(None, (current, _dotted_key(assign.group(1)))))
+        if full == target:
             return number
-        if re.match(rf"\s*{re.escape(section)}\.{re.escape(key)}\s*=", line) and current == "":
-            return number
-    return None
+        if inside is None and full.startswith(target + "."):
+            inside = number
+        if target.startswith(full + ".") and len(full) > around[0]:
+            around = (len(full), number)
+    return inside or around[1]
+
+
+def _where(origin: str, text: str, path: tuple[str, ...]) -> str:
+    line = _line_of(text, path) if text else None
+    return origin + (f" (line {line})" if line else "")
 
 
 def validate(data: Mapping[str, Any], origin: str, text: str = "") -> dict[str, Any]:
     """Check sections, keys, types and ranges; return a normalised copy (ints -> floats)."""
-    def where(section: str, key: str) -> str:
-        line = _line_of(text, section, key) if text else None
-        return f"{origin}" + (f" (line {line})" if line else "")
-
     result: dict[str, Any] = {}
-    for section, values in data.items():
-        if section not in SCHEMA:
-            raise UserError(f"{where(section, '')}: unknown section [{section}] "
-                            f"(known: {', '.join(SCHEMA)})")
-        if not isinstance(values, dict):
-            raise UserError(f"{where(section, '')}: [{section}] must be a table")
-        result[section] = {}
-        for key, value in values.items():
-            if key not in SCHEMA[section]:
-                raise UserError(f"{where(section, key)}: unknown key '{section}.{key}' "
-                                f"(known: {', '.join(SCHEMA[section])})")
-            kind, check = SCHEMA[section][key]
-            if not _kind_ok(kind, value):
-                raise UserError(f"{where(section, key)}: '{section}.{key}' must be "
-                                f"{_TYPE_NAMES[kind]}, got {type(value).__name__}")
-            if kind == "float":
-                value = float(value)
-            if kind == "table[float]":
-                value = {k: float(v) for k, v in value.items()}
-                if any(v < 0 for v in value.values()):
-                    raise UserError(f"{where(section, key)}: '{section}.{key}' values must be >= 0")
-            if check is not None:
-                verdict = check(value)
-                if verdict is not True:
-                    raise UserError(f"{where(section, key)}: '{section}.{key}' {verdict}")
-            result[section][key] = copy.deepcopy(value)
+    try:
+        for section, values in data.items():
+            if section not in SCHEMA:
+                kind_of((section,))  # raises: unknown section, naming the known ones
+            if not isinstance(values, dict):
+                raise Invalid((section,), f"[{section}] must be a table")
+            result[section] = {key: check((section, key), value)
+                               for key, value in values.items()}
+    except Invalid as error:
+        raise UserError(f"{_where(origin, text, error.path)}: {error}") from None
     return result
 
 
@@ -167,19 +114,140 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return validate(data, str(path), text)
 
 
+class _Entries(dict):
+    """Entries set one by one by dotted override paths (`evaluators.weights.bugfix`): they
+    merge into the table before them even where a whole table would replace it."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def _deep_merge(current: Mapping[str, Any], value: Mapping[str, Any]) -> dict[str, Any]:
+    result = _plain(current)
+    for key, item in value.items():
+        if isinstance(item, Mapping) and isinstance(result.get(key), dict):
+            result[key] = _deep_merge(result[key], item)
+        else:
+            result[key] = _plain(item)
+    return result
+
+
+def _backend(spec: str) -> str:
+    return spec.partition(":")[0]
+
+
+def _apply(merged: dict[str, Any], layer: Mapping[str, Any],
+           loose: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge one validated layer into `merged` in place (the rules in the module docstring).
+
+    `loose`: the model options given so far in layers that named no model; they go with
+    whichever model is chosen, while options given beside a `model.spec` belong to that
+    backend and are dropped when a later layer switches backend. Returns the new `loose`.
+    """
+    loose = _plain(loose or {})
+    model = layer.get("model", {})
+    for section, values in layer.items():
+        target = merged.setdefault(section, {})
+        if (section == "model" and "spec" in values
+                and _backend(values["spec"]) != _backend(target.get("spec", ""))):
+            target["options"] = _plain(loose)
+            target["base_url"] = ""
+        for key, value in values.items():
+            current = target.get(key)
+            if (section, key) == ("search", "space") and isinstance(current, dict):
+                target[key] = {**_plain(current), **_plain(value)}
+            elif (isinstance(value, Mapping) and isinstance(current, dict)
+                  and ((section, key) not in REPLACED_TABLES or isinstance(value, _Entries))):
+                target[key] = _deep_merge(current, value)
+            else:
+                target[key] = _plain(value)
+    if "options" in model and "spec" not in model:
+        loose = _deep_merge(loose, model["options"])
+    return loose
+
+
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Later layers win key by key; tables of plugin options merge one level deep, while a
-    weights table replaces the one before it (a user's weights are the whole set)."""
+    """The defaults, then each validated layer in order (later layers win)."""
     merged = copy.deepcopy(DEFAULTS)
+    loose: dict[str, Any] = {}
     for layer in layers:
-        for section, values in layer.items():
-            for key, value in values.items():
-                current = merged[section].get(key)
-                if SCHEMA[section][key][0] == "table" and isinstance(current, dict):
-                    merged[section][key] = {**current, **copy.deepcopy(value)}
-                else:
-                    merged[section][key] = copy.deepcopy(value)
+        loose = _apply(merged, layer, loose)
     return merged
+
+
+def override_layer(overrides: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """A validated layer from what a trial changes: flat dotted keys ({"model.temperature":
+    0.2, "evaluators.weights.bugfix": 0.5}) and/or TOML-shaped sections ({"model": {...}}).
+    Keys no trial may change (`run.*`, `search.*`, where the run executes or finds its data)
+    are refused, as are unknown keys, bad values and a key given twice."""
+    layer: dict[str, Any] = {}
+    given: list[tuple[str, ...]] = []
+    try:
+        for name, value in overrides.items():
+            if not isinstance(name, str):
+                raise Invalid((repr(name),), f"override key {name!r} is not a string")
+            if "." in name:
+                items = [(parse_path(name), value)]
+            elif name in SCHEMA and isinstance(value, Mapping):
+                items = [((name, key), item) for key, item in value.items()]
+            else:
+                items = [((name,), value)]  # an unknown section, or a section set to a value
+            for path, item in items:
+                item = check_override(path, _plain(item))
+                for other in given:
+                    shorter = min(len(other), len(path))
+                    if other[:shorter] == path[:shorter]:
+                        also = "" if other == path else f" (also as '{'.'.join(other)}')"
+                        raise Invalid(path, f"'{'.'.join(path)}' is set twice{also}")
+                given.append(path)
+                section, key, *rest = path
+                if not rest:
+                    layer.setdefault(section, {})[key] = item
+                    continue
+                entries = layer.setdefault(section, {}).setdefault(key, _Entries())
+                for part in rest[:-1]:
+                    entries = entries.setdefault(part, {})
+                entries[rest[-1]] = item
+    except Invalid as error:
+        raise UserError(f"{origin}: {error}") from None
+    return layer
+
+
+def resolve(base: Mapping[str, Any], overrides: Mapping[str, Any],
+            origin: str = "search strategy overrides") -> dict[str, Any]:
+    """A trial's configuration: a copy of the resolved `base` (every key kept) with the
+    override layer applied by the same rules as `merge`."""
+    resolved = _plain(base)
+    _apply(resolved, override_layer(overrides, origin))
+    return resolved
+
+
+def digest(config: Mapping[str, Any]) -> str:
+    """sha256 of the resolved configuration's canonical JSON, leaving out the keys a resumed
+    run may be relocated with (`dataset.data_dir`, `model.base_url`, `run.out`)."""
+    kept = {section: dict(values) for section, values in config.items()}
+    for section, key in RELOCATABLE:
+        kept.get(section, {}).pop(key, None)
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def absolute_paths(config: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """A copy with non-empty `dataset.data_dir`, `model.adapter` and `run.out` made absolute
+    against `base` (`~` expanded; the paths need not exist)."""
+    result = _plain(config)
+    for section, key in PATH_KEYS:
+        value = result.get(section, {}).get(key)
+        if value:
+            result[section][key] = os.path.abspath(
+                os.path.join(os.fspath(base), os.path.expanduser(value)))
+    return result
 
 
 def dump(config: Mapping[str, Any]) -> str:

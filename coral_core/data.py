@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterable
 
+from .atomic import publish_dir
 from .errors import UserError
 
 
@@ -128,10 +129,5 @@ def fetch_pinned(
                 f"{name} archive from {url} has content digest {found}, expected {digest}; "
                 "nothing was installed"
             )
-        staged = scratch_path / "staged"
-        unpacked.rename(staged)
-        if target.exists():
-            old = scratch_path / "old"
-            target.rename(old)
-        staged.rename(target)
+        publish_dir(unpacked, target, replace=True)  # `force`: a fresh copy replaces the old
     return target

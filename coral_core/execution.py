@@ -12,7 +12,6 @@ from typing import Callable, TypeVar
 from .verdicts import Outcome, judge_case, tally
 from .errors import UserError
 from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy
-from .store import RunStore
 from .types import Candidate, Task
 
 T = TypeVar("T")
@@ -55,13 +54,11 @@ class ExecutionContext:
 
     def __init__(
         self, sandbox: Sandbox, *, timeout_factor: float = 0.0, timeout_floor: float = 0.25,
-        store: RunStore | None = None,
     ):
         self.sandbox = sandbox
         self.policy: SandboxPolicy = sandbox.policy
         self.timeout_factor = timeout_factor
         self.timeout_floor = timeout_floor
-        self.store = store
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, ...], Future] = {}
         self._reference_sandbox: Sandbox | None = None
@@ -108,12 +105,8 @@ class ExecutionContext:
             sandbox.close()
 
     def reference(self, task: Task) -> ReferenceTiming:
-        """Median of a few runs of the reference solution (kept in the run store)."""
+        """Median of a few runs of the reference solution, once per context."""
         def measure() -> ReferenceTiming:
-            if self.store is not None:
-                stored = self.store.reference(task.id)
-                if stored is not None:
-                    return ReferenceTiming(stored[0], tuple(stored[1]))
             sandbox = self._references()
             runs = [self._run(task, task.reference, None, sandbox)
                     for _ in range(self.REFERENCE_RUNS)]
@@ -122,8 +115,6 @@ class ExecutionContext:
                 for i in range(len(runs[0].steps))
             )
             timing = ReferenceTiming(statistics.median(run.seconds for run in runs), steps)
-            if self.store is not None:
-                self.store.set_reference(task.id, timing.seconds, list(timing.step_seconds))
             return timing
 
         return self._once(("reference", task.dataset, task.id), measure)

@@ -1,20 +1,24 @@
-"""Building the plugin objects a resolved configuration names (shared by run and evaluate)."""
+"""Building the plugin objects that a configuration or a blueprint names.
+
+Shared by `coral run` (through an executor), `coral evaluate` and the checks that refuse a
+configuration before a run starts.
+"""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from . import plugins
+from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from .errors import UserError
 from .execution import ExecutionContext
-from .protocols import Dataset, Model
+from .protocols import Dataset, Executor, Model
 from .sandbox import Sandbox, SandboxPolicy
 from .scoring import Scorer
-from .store import RunStore
-from .types import SamplingParams
-
-EXECUTORS = ("local",)
+from .types import SamplingParams, Task
 
 
 def experiment_preset(name: str) -> dict[str, Any]:
@@ -25,8 +29,8 @@ def experiment_preset(name: str) -> dict[str, Any]:
     return validate(preset, f"experiment '{name}'")
 
 
-def build_dataset(config: Mapping[str, Any]) -> Dataset:
-    section = config["dataset"]
+def build_dataset(blueprint: DatasetBlueprint) -> Dataset:
+    section = blueprint.section
     if not section["name"]:
         raise UserError("no data set configured (set [dataset] name, or use --plugin)")
     options = dict(section["options"])
@@ -35,45 +39,113 @@ def build_dataset(config: Mapping[str, Any]) -> Dataset:
     return plugins.build("datasets", section["name"], **options)
 
 
+def data_root(dataset: Dataset) -> str:
+    """The folder a data set reads (hidden from candidates), or ''."""
+    return str(getattr(dataset, "root", "") or "")
+
+
 def parse_model_spec(spec: str) -> tuple[str, str]:
     prefix, _, target = spec.partition(":")
     return prefix, target
 
 
-def build_model(config: Mapping[str, Any], dataset: Dataset | None = None) -> Model:
-    """`PREFIX:TARGET` -> factory(TARGET, **options); a factory that declares a `dataset`
-    parameter also gets the run's data set (the baseline learns its prior from it)."""
-    section = config["model"]
+def model_entry(section: Mapping[str, Any]) -> Any:
+    return plugins.registry().get("models", parse_model_spec(section["spec"])[0])
+
+
+def check_model(section: Mapping[str, Any]) -> None:
+    """What can be refused without building the model: an unknown backend, options it
+    does not take, an adapter it cannot apply."""
     prefix, target = parse_model_spec(section["spec"])
-    entry = plugins.registry().get("models", prefix)
+    entry = model_entry(section)
+    if section["adapter"] and not getattr(entry.factory, "supports_adapters", False):
+        raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
+                        f"({section['adapter']})")
+    options = _model_options(section)
+    if plugins.accepts(entry.factory, "dataset"):
+        options["dataset"] = None
+    check_options(entry.factory, f"model '{prefix}'", target, **options)
+
+
+def check_options(factory: Any, label: str, *args: Any, **options: Any) -> None:
+    """Options a factory does not take are a user error naming `label`."""
+    try:
+        inspect.signature(factory).bind(*args, **options)
+    except TypeError as error:
+        raise UserError(f"bad options for {label}: {error}") from None
+    except ValueError:  # no signature available (builtins): the call decides
+        pass
+
+
+def _model_options(section: Mapping[str, Any]) -> dict[str, Any]:
     options = dict(section["options"])
     if section["base_url"]:
         options["base_url"] = section["base_url"]
-    if dataset is not None and plugins.accepts(entry.factory, "dataset"):
-        options["dataset"] = dataset
+    return options
+
+
+def build_model(blueprint: ModelBlueprint, dataset: Dataset | None = None) -> Model:
+    """`PREFIX:TARGET` -> factory(TARGET, **options); a factory that declares a `dataset`
+    parameter also gets the data set (the baseline learns its prior from it)."""
+    section = blueprint.section
+    check_model(section)
+    prefix, target = parse_model_spec(section["spec"])
+    entry = model_entry(section)
+    options = _model_options(section)
+    if plugins.accepts(entry.factory, "dataset"):
+        options["dataset"] = dataset if dataset is not None else build_dataset(blueprint.dataset)
     return plugins.instantiate(entry.factory, f"model '{prefix}'", target, **options)
 
 
-def sampling_params(config: Mapping[str, Any], seed: int) -> SamplingParams:
+def sampling_params(config: Mapping[str, Any], seed: int, task: Task | None = None,
+                    ) -> SamplingParams:
+    """The configuration's knobs; stop sequences are the task's then the configuration's."""
     section = config["model"]
+    stops = tuple(dict.fromkeys((*(task.stop if task else ()), *section["stop"])))
     return SamplingParams(
         temperature=section["temperature"], top_p=section["top_p"], top_k=section["top_k"],
         max_new_tokens=section["max_new_tokens"],
-        repetition_penalty=section["repetition_penalty"], stop=tuple(section["stop"]), n=1,
-        seed=seed,
+        repetition_penalty=section["repetition_penalty"], stop=stops, n=1, seed=seed,
     )
 
 
-def build_sandbox(config: Mapping[str, Any], hidden: tuple[str, ...] = ()) -> Sandbox:
-    section = config["execution"]
-    if section["executor"] not in EXECUTORS:
-        raise UserError(f"unknown executor '{section['executor']}' "
-                        f"(available: {', '.join(EXECUTORS)})")
+def build_executor(settings: Mapping[str, Any]) -> Executor:
+    name = settings["executor"]
+    entry = plugins.registry().get("executors", name)
+    return plugins.instantiate(entry.factory, f"executor '{name}'", dict(settings))
+
+
+def check_executor(settings: Mapping[str, Any]) -> None:
+    plugins.registry().get("executors", settings["executor"])
+
+
+def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> Sandbox:
     policy = SandboxPolicy(
-        timeout=section["test_timeout"], load_timeout=max(5.0, section["test_timeout"]),
-        memory_mb=section["memory_mb"], isolation=section["isolation"], hidden=hidden,
+        timeout=execution["test_timeout"], load_timeout=max(5.0, execution["test_timeout"]),
+        memory_mb=execution["memory_mb"], isolation=execution["isolation"],
+        hidden=tuple(hidden),
     )
-    return Sandbox(policy, workers=section["workers"] or None)
+    return Sandbox(policy, workers=execution["workers"] or None)
+
+
+def build_evaluators(section: Mapping[str, Any]) -> list[Any]:
+    if not section["use"]:
+        raise UserError("no evaluators configured ([evaluators] use is empty)")
+    evaluators = []
+    for name in section["use"]:
+        options = section["options"].get(name, {})
+        if not isinstance(options, dict):
+            raise UserError(f"[evaluators.options.{name}] must be a table")
+        evaluators.append(plugins.build("evaluators", name, **options))
+    return evaluators
+
+
+def check_scoring(blueprint: ScoringBlueprint, tasks: Sequence[Task]) -> None:
+    """Evaluators, weights, gate and the tasks' success objectives, without a sandbox."""
+    section = blueprint.evaluators
+    scorer = Scorer(build_evaluators(section), None, section["weights"],  # type: ignore[arg-type]
+                    section["gate"])
+    scorer.check_tasks(tasks)
 
 
 @dataclass
@@ -89,24 +161,14 @@ class Scoring:
         self.sandbox.close()
 
 
-def build_scoring(
-    config: Mapping[str, Any], store: RunStore | None = None, hidden: tuple[str, ...] = (),
-) -> Scoring:
-    section = config["evaluators"]
-    if not section["use"]:
-        raise UserError("no evaluators configured ([evaluators] use is empty)")
-    evaluators = []
-    for name in section["use"]:
-        options = section["options"].get(name, {})
-        if not isinstance(options, dict):
-            raise UserError(f"[evaluators.options.{name}] must be a table")
-        evaluators.append(plugins.build("evaluators", name, **options))
-    sandbox = build_sandbox(config, hidden)
-    execution = config["execution"]
-    context = ExecutionContext(
-        sandbox, timeout_factor=execution["timeout_factor"],
-        timeout_floor=execution["timeout_floor"], store=store,
-    )
+def build_scoring(blueprint: ScoringBlueprint, dataset: Dataset | None = None) -> Scoring:
+    section, execution = blueprint.evaluators, blueprint.execution
+    evaluators = build_evaluators(section)
+    root = data_root(dataset) if dataset is not None else ""
+    hidden = tuple(p for p in (*blueprint.hidden, root) if p)
+    sandbox = build_sandbox(execution, tuple(str(Path(p).resolve()) for p in hidden))
+    context = ExecutionContext(sandbox, timeout_factor=execution["timeout_factor"],
+                               timeout_floor=execution["timeout_floor"])
     try:
         scorer = Scorer(evaluators, context, section["weights"], section["gate"])
     except UserError:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
-from .store import ScoreRecord
-from .types import Task
+from .store import ScoreRecord, TaskRecord
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -28,40 +27,47 @@ def _mean(values: Iterable[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def problem_summary(task: Task, records: Sequence[ScoreRecord]) -> dict[str, Any]:
+def problem_summary(task: TaskRecord, records: Sequence[ScoreRecord]) -> dict[str, Any]:
+    """n, mean objectives and fitness; c and pass@k only where the task defines success."""
     n = len(records)
-    c = sum(1 for r in records if r.passed)
     names = sorted({name for r in records for name in r.objectives})
-    return {
-        "problem": task.id,
+    summary: dict[str, Any] = {
+        "problem": task.task_id,
         "split": task.split,
         "seen_in_training": task.seen_in_training,
         "n": n,
-        "c": c,
-        "pass_at_k": {str(k): round(pass_at_k(n, c, k), 6) for k in range(1, n + 1)},
-        "objectives": {name: round(_mean(r.objectives.get(name, 0.0) for r in records), 6)
-                       for name in names},
-        "fitness": round(_mean(r.fitness for r in records), 6),
     }
+    if task.has_success:
+        c = sum(1 for r in records if r.passed)
+        summary["c"] = c
+        summary["pass_at_k"] = {str(k): round(pass_at_k(n, c, k), 6) for k in range(1, n + 1)}
+    summary["objectives"] = {name: round(_mean(r.objectives.get(name, 0.0) for r in records), 6)
+                             for name in names}
+    summary["fitness"] = round(_mean(r.fitness for r in records), 6)
+    return summary
 
 
-def summarize(tasks: Sequence[Task], records: Mapping[tuple[str, int], ScoreRecord],
+def summarize(tasks: Sequence[TaskRecord], records: Mapping[tuple[str, int], ScoreRecord],
               ) -> dict[str, Any]:
-    """Per-problem results and their means; pass@k overall for every k all problems reach."""
-    by_task: dict[str, list[ScoreRecord]] = {t.id: [] for t in tasks}
+    """Per-problem results and their means; pass@k overall for every k all problems reach,
+    and `fixed`, over the problems that define success."""
+    by_task: dict[str, list[ScoreRecord]] = {t.task_id: [] for t in tasks}
     for (task_id, _), record in sorted(records.items()):
         if task_id in by_task:
             by_task[task_id].append(record)
-    problems = [problem_summary(t, by_task[t.id]) for t in tasks]
+    problems = [problem_summary(t, by_task[t.task_id]) for t in tasks]
     counted = [p for p in problems if p["n"]]
-    max_k = min((p["n"] for p in counted), default=0)
+    succeeding = [p for p in counted if "c" in p]
+    max_k = min((p["n"] for p in succeeding), default=0)
     names = sorted({name for p in counted for name in p["objectives"]})
-    return {
-        "problems": problems,
-        "pass_at_k": {str(k): round(_mean(p["pass_at_k"][str(k)] for p in counted), 6)
-                      for k in range(1, max_k + 1)},
-        "objectives": {name: round(_mean(p["objectives"].get(name, 0.0) for p in counted), 6)
-                       for name in names},
-        "fitness": round(_mean(p["fitness"] for p in counted), 6),
-        "fixed": sum(1 for p in counted if p["c"] >= 1),
-    }
+    result: dict[str, Any] = {"problems": problems}
+    if succeeding:
+        result["pass_at_k"] = {
+            str(k): round(_mean(p["pass_at_k"][str(k)] for p in succeeding), 6)
+            for k in range(1, max_k + 1)}
+    result["objectives"] = {name: round(_mean(p["objectives"].get(name, 0.0) for p in counted), 6)
+                            for name in names}
+    result["fitness"] = round(_mean(p["fitness"] for p in counted), 6)
+    if succeeding:
+        result["fixed"] = sum(1 for p in succeeding if p["c"] >= 1)
+    return result

@@ -1,8 +1,18 @@
 """The plugin manager and the registries that the register_* hooks fill.
 
-Built-in plugins go through the same manager as third-party ones; third-party packages
-are found through the ``coral`` entry-point group. ``CORAL_DISABLE_PLUGINS=a,b`` blocks
-plugins by name (built-in module name such as ``style``, or entry-point name).
+Built-in plugins go through the same manager as third-party ones, registered under their
+dotted module names (``coral_plugins.evaluators.style``), so a third-party plugin may use
+any short name (``style``) beside them. Third-party packages are found through the
+``coral`` entry-point group, and registered under their entry-point names.
+
+Environment (read when the registry is first built; `reset()` forgets it):
+
+- ``CORAL_DISABLE_PLUGIN_AUTOLOAD=1`` loads no entry point of the ``coral`` group except
+  those ``CORAL_PLUGINS`` names (as ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` does for pytest).
+- ``CORAL_PLUGINS=a,b`` loads the entry points named ``a`` and ``b`` even when autoload
+  is off; a name that no installed distribution provides is an error.
+- ``CORAL_DISABLE_PLUGINS=a,b`` blocks plugins by name: a built-in's dotted module name, or
+  an entry-point name. Blocking wins over ``CORAL_PLUGINS``.
 """
 
 from __future__ import annotations
@@ -31,11 +41,16 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.evaluators.syntax",
     "coral_plugins.evaluators.runtime",
     "coral_plugins.search.single",
+    "coral_plugins.search.grid",
+    "coral_plugins.search.random",
+    "coral_core.executors.local",
 )
 
-KINDS = ("datasets", "models", "evaluators", "search_strategies", "experiments")
+KINDS = ("datasets", "models", "evaluators", "search_strategies", "executors", "experiments")
 LABELS = {"datasets": "dataset", "models": "model", "evaluators": "evaluator",
-          "search_strategies": "search strategy", "experiments": "experiment"}
+          "search_strategies": "search strategy", "executors": "executor",
+          "experiments": "experiment"}
+_OFF = ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -76,13 +91,41 @@ class Registry:
         return sorted(self.entries[kind])
 
 
+def _names(variable: str) -> list[str]:
+    """The comma-separated names in an environment variable, in order, without repeats."""
+    raw = os.environ.get(variable, "")
+    return list(dict.fromkeys(name.strip() for name in raw.split(",") if name.strip()))
+
+
 def disabled_plugins() -> set[str]:
-    raw = os.environ.get("CORAL_DISABLE_PLUGINS", "")
-    return {name.strip() for name in raw.split(",") if name.strip()}
+    """Names blocked by ``CORAL_DISABLE_PLUGINS``."""
+    return set(_names("CORAL_DISABLE_PLUGINS"))
 
 
-def _builtin_name(module: str) -> str:
-    return module.rsplit(".", 1)[-1]
+def autoload() -> bool:
+    """False when ``CORAL_DISABLE_PLUGIN_AUTOLOAD`` is set to anything but 0/false/no/off."""
+    return os.environ.get("CORAL_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _OFF
+
+
+def _entry_points(blocked: set[str]) -> list[metadata.EntryPoint]:
+    """The ``coral`` entry points to load: all of them (autoload) or those ``CORAL_PLUGINS``
+    names, less the blocked ones."""
+    found = list(metadata.entry_points(group="coral"))
+    wanted = _names("CORAL_PLUGINS")
+    missing = [name for name in wanted if name not in {ep.name for ep in found}]
+    if missing:
+        raise UserError(
+            f"CORAL_PLUGINS names {', '.join(repr(n) for n in missing)}, but no installed "
+            "distribution has a 'coral' entry point of that name (see 'coral plugins list')"
+        )
+    if not autoload():
+        found = [ep for ep in found if ep.name in wanted]
+    return [ep for ep in found if ep.name not in blocked]
+
+
+def _source(entry_point: metadata.EntryPoint) -> str:
+    dist = entry_point.dist
+    return f"{dist.name} {dist.version}" if dist else "entry point"
 
 
 def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str]]:
@@ -93,29 +136,42 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str]]:
         manager.set_blocked(name)
     sources: dict[str, str] = {}
     for module_name in BUILTIN_PLUGINS:
-        name = _builtin_name(module_name)
-        if name in blocked:
+        if module_name in blocked:
             continue
-        manager.register(importlib.import_module(module_name), name=name)
-        sources[name] = "builtin"
-    for entry_point in metadata.entry_points(group="coral"):
-        if entry_point.name in blocked or manager.has_plugin(entry_point.name):
-            continue
+        manager.register(importlib.import_module(module_name), name=module_name)
+        sources[module_name] = "builtin"
+    for entry_point in _entry_points(blocked):
+        name = entry_point.name
+        if name in sources:
+            raise UserError(
+                f"two plugins are named '{name}': {sources[name]} and {_source(entry_point)}; "
+                "uninstall one, or disable both with CORAL_DISABLE_PLUGINS"
+            )
         try:
             plugin = entry_point.load()
         except Exception as error:  # a broken third-party package must not hide the cause
-            raise UserError(f"plugin '{entry_point.name}' failed to load: {error}") from error
-        manager.register(plugin, name=entry_point.name)
-        dist = entry_point.dist
-        sources[entry_point.name] = f"{dist.name} {dist.version}" if dist else "entry point"
+            raise UserError(f"plugin '{name}' failed to load: {error}") from error
+        if manager.is_registered(plugin):
+            raise UserError(
+                f"plugin '{name}' ({_source(entry_point)}) is '{manager.get_name(plugin)}', "
+                "which is already loaded; disable one with CORAL_DISABLE_PLUGINS"
+            )
+        manager.register(plugin, name=name)
+        sources[name] = _source(entry_point)
     return manager, sources
 
 
 def _collect(manager: pluggy.PluginManager, kind: str) -> dict[str, Registered]:
+    """Call `coral_register_KIND` plugin by plugin, in registration order (built-ins
+    first), each through its own pluggy hook caller, so that every registered name is
+    known to come from the plugin whose hook registered it."""
     found: dict[str, Registered] = {}
-    hook = getattr(manager.hook, f"coral_register_{kind}")
-    for impl in reversed(hook.get_hookimpls()):  # registration order
-        def register(name: str, factory: Any, _plugin: str = impl.plugin_name) -> None:
+    hook_name = f"coral_register_{kind}"
+    implementations = getattr(manager.hook, hook_name).get_hookimpls()
+    for impl in implementations:
+        plugin_name = impl.plugin_name
+
+        def register(name: str, factory: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not name:
                 raise UserError(f"plugin '{_plugin}' registered a {kind} entry without a name")
             if name in found:
@@ -125,7 +181,16 @@ def _collect(manager: pluggy.PluginManager, kind: str) -> dict[str, Registered]:
                 )
             found[name] = Registered(name, factory, _plugin)
 
-        impl.function(register=register)
+        others = [other.plugin for other in implementations if other is not impl]
+        caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
+        try:
+            caller(register=register)
+        except UserError:
+            raise
+        except Exception as error:  # a third-party hook's bug, named in one line
+            raise UserError(
+                f"plugin '{plugin_name}' failed in {hook_name}: {type(error).__name__}: {error}"
+            ) from error
     return found
 
 

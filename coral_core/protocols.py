@@ -90,6 +90,10 @@ class Executor(Protocol):
 
     name: str
 
+    def prepare(self, model: "ModelBlueprint", scoring: "ScoringBlueprint") -> None:
+        """Build what these name now, so that errors surface before any work."""
+        ...
+
     def generate(self, model: "ModelBlueprint", requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]: ...
 

@@ -1,40 +1,48 @@
-"""Reading a run directory back: the summary of a finished run, or what an unfinished one has."""
+"""Reading a run directory back, read-only: the summary of a finished run, or what an
+unfinished one holds so far (labelled partial, with its counts and whether its process
+is alive). Nothing in the folder is created or changed."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import config as configuration
 from .errors import UserError
 from .metrics import summarize
-from .runner import CONFIG_FILE, SUMMARY_FILE, build_summary
+from .rundir import SUMMARY_FILE, RunInfo, holder, is_run_dir, read_config
+from .runner import build_summary
 from .store import RunStore
-from .types import Task
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    run_dir = Path(run_dir)
-    store_path = run_dir / RunStore.FILENAME
-    if not store_path.exists() or not (run_dir / CONFIG_FILE).exists():
+    run_dir = Path(run_dir).absolute()
+    if not is_run_dir(run_dir):
         raise UserError(f"{run_dir} is not a Coral run directory")
-    store = RunStore(store_path)
+    store = RunStore.in_run(run_dir, read_only=True)
     try:
         status = store.meta("status") or "unknown"
         summary_path = run_dir / SUMMARY_FILE
         if status == "finished" and summary_path.exists():
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            try:
+                summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as error:
+                raise UserError(f"cannot read {summary_path}: {error}") from None
             return {**summary, "status": status}
-        config = configuration.loads_resolved(
-            (run_dir / CONFIG_FILE).read_text(encoding="utf-8"), str(run_dir / CONFIG_FILE))
-        trials = store.trials()
-        trial = trials[-1][0] if trials else 0
-        records = store.evaluations(trial)
-        split = config["dataset"]["split"]
-        tasks = [Task(id=task_id, dataset=config["dataset"]["name"], split=split, prompt="")
-                 for task_id in sorted({key[0] for key in records})]
-        result = summarize(tasks, records)
-        return {**build_summary(run_dir, config, result, isolated=None), "status": status}
+        config = read_config(run_dir)
+        trials = [t if t.status == "finished" else replace(  # what it holds so far
+            t, result=summarize(store.tasks(t.trial), store.evaluations(t.trial)))
+            for t in store.trials()]
+        summary = build_summary(RunInfo(run_dir, config, resumed=False), trials,
+                                config["search"]["rank_by"], partial=True)
+        pid = holder(run_dir)
+        counts = {"trials": len(trials),
+                  "trials_finished": sum(t.status == "finished" for t in trials),
+                  "samples_wanted": sum(len(store.tasks(t.trial)) for t in trials)
+                  * config["run"]["samples"],
+                  "samples_scored": sum(len(store.evaluations(t.trial)) for t in trials)}
+        return {**summary, "status": status, "partial": True, "counts": counts,
+                "process_alive": pid is not None, "pid": pid if pid and pid > 0 else None}
     finally:
         store.close()

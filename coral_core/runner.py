@@ -1,302 +1,267 @@
-"""A run: generate samples, score them, record each as it completes, summarise.
+"""A run: a search strategy proposes trials, each runs with its own resolved configuration,
+and the summary names every trial and the best.
 
-Every sample has its own seed, derived from the run seed, the trial, the task and the
-sample index, so a resumed run generates exactly what the interrupted one would have, and
-it only generates and evaluates what the store does not already hold.
+Everything a user can get wrong is checked by `check_run` before the run directory
+exists. The strategy's state is saved in the store after every ask and every tell, so a
+resumed run continues the same search: no finished trial or sample is redone.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Sequence
 
 from . import __version__, config as configuration, plugins
-from .factories import Scoring, build_dataset, build_model, build_scoring, sampling_params
+from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from .errors import UserError
-from .metrics import summarize
-from .protocols import Dataset, Model
-from .scoring import Scorer
-from .store import ScoreRecord, GenerationRecord, RunStore
-from .types import Candidate, GenerationRequest, Task
-
-CONFIG_FILE = "config.toml"
-SUMMARY_FILE = "summary.json"
-
-
-class Progress(Protocol):
-    def start(self, phase: str, total: int, done: int = 0) -> None: ...
-
-    def advance(self, phase: str, amount: int = 1) -> None: ...
+from .factories import (build_dataset, build_executor, check_executor, check_model,
+                        check_scoring)
+from .protocols import Dataset, Executor, SearchStrategy
+from .rundir import SUMMARY_FILE, RunInfo
+from .atomic import write_text_atomic
+from .store import RunStore, RunStoreError, TrialRecord
+from .trial import NoProgress, Progress, TrialPlan, TrialRun
+from .types import Task
 
 
-class NoProgress:
-    def start(self, phase: str, total: int, done: int = 0) -> None:
-        pass
+class Interrupted(Exception):
+    """Ctrl-C: work in flight was abandoned; the run can be resumed."""
 
-    def advance(self, phase: str, amount: int = 1) -> None:
-        pass
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What lifecycle hooks receive."""
-
-    run_dir: Path
-    config: Mapping[str, Any]
-    resumed: bool
+    def __init__(self, run_dir: str):
+        super().__init__(run_dir)
+        self.run_dir = run_dir
 
 
-def derive_seed(*parts: object) -> int:
-    """A stable 31-bit seed (never Python's salted hash())."""
-    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+def build_strategy(config: Mapping[str, Any]) -> SearchStrategy:
+    section = config["search"]
+    name = section["strategy"]
+    factory = plugins.registry().get("search_strategies", name).factory
+    options = dict(section["options"])
+    given = {"space": section["space"], "seed": config["run"]["seed"],
+             "budget": section["budget"]}
+    for key, value in given.items():
+        if plugins.accepts(factory, key):
+            options.setdefault(key, value)
+    if section["space"] and not plugins.accepts(factory, "space"):
+        raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
+                        "(use strategy = \"grid\" or \"random\")")
+    return plugins.instantiate(factory, f"search strategy '{name}'", **options)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary file and rename: a reader never sees half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+class Planner:
+    """Resolves a trial's overrides into its configuration, tasks and blueprints, and
+    checks them; data sets are built once per distinct data set section."""
 
+    def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = ()):
+        self.base = base
+        self.hidden = tuple(hidden)
+        self._datasets: dict[str, Dataset] = {}
+        self._tasks: dict[str, tuple[Task, ...]] = {}
+        self._checked: set[str] = set()
 
-def default_run_dir(config: Mapping[str, Any]) -> Path:
-    """runs/DATASET-MODEL-TIMESTAMP under the current folder (`--out` or `[run] out` names
-    the run directory itself instead)."""
-    root = Path("runs")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    model = configuration_label(config["model"]["spec"])
-    base = root / f"{config['dataset']['name']}-{model}-{stamp}"
-    path, number = base, 1
-    while path.exists():
-        number += 1
-        path = Path(f"{base}-{number}")
-    return path
+    def dataset(self, blueprint: DatasetBlueprint) -> Dataset:
+        if blueprint.digest not in self._datasets:
+            self._datasets[blueprint.digest] = build_dataset(blueprint)
+        return self._datasets[blueprint.digest]
 
+    def tasks(self, config: Mapping[str, Any]) -> tuple[Task, ...]:
+        blueprint = DatasetBlueprint.of(config)
+        if blueprint.digest not in self._tasks:
+            section = config["dataset"]
+            tasks = self.dataset(blueprint).tasks(section["split"], section["problems"])
+            if not tasks:
+                raise UserError(f"data set '{section['name']}' gave no tasks for split "
+                                f"'{section['split']}'")
+            self._tasks[blueprint.digest] = tuple(tasks)
+        return self._tasks[blueprint.digest]
 
-def configuration_label(spec: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[-40:] or "model"
-
-
-def check_new_run_dir(run_dir: Path) -> None:
-    if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
-        raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise UserError(f"{run_dir} exists and is not an empty folder")
-
-
-def create_run(config: dict[str, Any], run_dir: Path) -> RunInfo:
-    """Make the run directory with its resolved config.toml and an empty store."""
-    run_dir = Path(run_dir)
-    check_new_run_dir(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config = dict(config)
-    config["run"] = {**config["run"], "out": str(run_dir)}
-    write_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
-    store = RunStore.in_run(run_dir)
-    store.set_meta("status", "running")
-    store.set_meta("coral_version", __version__)
-    store.close()
-    return RunInfo(run_dir, config, resumed=False)
-
-
-def open_run(run_dir: Path) -> RunInfo:
-    """An interrupted run to resume; a finished one or a folder that is not a run is refused."""
-    run_dir = Path(run_dir)
-    config_path, store_path = run_dir / CONFIG_FILE, run_dir / RunStore.FILENAME
-    if not run_dir.is_dir() or not config_path.exists() or not store_path.exists():
-        raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
-                        f"{RunStore.FILENAME})")
-    config = configuration.loads_resolved(config_path.read_text(encoding="utf-8"),
-                                          str(config_path))
-    store = RunStore(store_path)
-    status = store.meta("status")
-    store.close()
-    if status == "finished":
-        raise UserError(f"{run_dir} is a finished run; see 'coral report {run_dir}'")
-    return RunInfo(run_dir, config, resumed=True)
-
-
-class _Trial:
-    """One configuration's generations and evaluations."""
-
-    def __init__(self, number: int, config: Mapping[str, Any], tasks: list[Task],
-                 dataset: Dataset, model: Model, scorer: Scorer, store: RunStore,
-                 info: RunInfo, progress: Progress):
-        self.number, self.config, self.tasks = number, config, tasks
-        self.dataset, self.model, self.scorer, self.store = dataset, model, scorer, store
-        self.info, self.progress = info, progress
-        self.samples = config["run"]["samples"]
-        self.seed = config["run"]["seed"]
-
-    def run(self, workers: int) -> dict[tuple[str, int], ScoreRecord]:
-        generations = self.store.generations(self.number)
-        evaluations = self.store.evaluations(self.number)
-        wanted = [(task, i) for task in self.tasks for i in range(self.samples)]
-        total = len(wanted)
-        self.progress.start("generate", total, sum((t.id, i) in generations for t, i in wanted))
-        self.progress.start("evaluate", total, sum((t.id, i) in evaluations for t, i in wanted))
-        pending: list[Future] = []
-        with ThreadPoolExecutor(workers, thread_name_prefix="coral-eval") as pool:
-            for task, i in wanted:
-                record = generations.get((task.id, i))
-                if record is not None and (task.id, i) not in evaluations:
-                    pending.append(pool.submit(self._evaluate, task, record))
-            missing = [(t, i) for t, i in wanted if (t.id, i) not in generations]
-            batch = self.config["model"]["batch_size"]
-            for start in range(0, len(missing), batch):
-                chunk = missing[start: start + batch]
-                for (task, i), record in zip(chunk, self._generate(chunk)):
-                    pending.append(pool.submit(self._evaluate, task, record))
-                self._raise_failures(pending)
-            for future in pending:
-                future.result()
-        return self.store.evaluations(self.number)
-
-    @staticmethod
-    def _raise_failures(pending: list[Future]) -> None:
-        for future in pending:
-            if future.done() and future.exception() is not None:
-                raise future.exception()  # type: ignore[misc]
-
-    def _generate(self, chunk: list[tuple[Task, int]]) -> list[GenerationRecord]:
-        requests = [
-            GenerationRequest(
-                task.prompt,
-                sampling_params(self.config, derive_seed(self.seed, self.number, task.id, i)),
-                adapter=self.config["model"]["adapter"] or None, task_id=task.id,
-            )
-            for task, i in chunk
-        ]
-        outputs = self.model.generate(requests)
-        if len(outputs) != len(requests) or any(len(o) != 1 for o in outputs):
-            raise RuntimeError(f"model '{self.model.name}' returned the wrong number of samples")
-        records = []
-        for (task, i), request, (generation,) in zip(chunk, requests, outputs):
-            params = {k: v for k, v in vars(request.params).items()}
-            params["stop"] = list(request.params.stop)
-            record = GenerationRecord(
-                self.number, task.id, i, hashlib.sha256(task.prompt.encode()).hexdigest(),
-                params, generation.text, generation.prompt_tokens, generation.completion_tokens,
-                generation.seconds, generation.finish_reason,
-            )
-            self.store.add_generation(record)
-            plugins.notify("coral_record_written", run=self.info, kind="generation", record=record)
-            self.progress.advance("generate")
-            records.append(record)
-        return records
-
-    def _evaluate(self, task: Task, generation: GenerationRecord) -> None:
-        started = time.perf_counter()
-        code = self.dataset.extract_code(task, generation.text)
-        scored = self.scorer.score(Candidate(task, code))
-        record = ScoreRecord(
-            self.number, task.id, generation.sample,
-            hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest(), scored.passed,
-            dict(scored.objectives), scored.fitness, {"code": code, **scored.details},
-            time.perf_counter() - started,
-        )
-        self.store.add_evaluation(record)
-        plugins.notify("coral_record_written", run=self.info, kind="evaluation", record=record)
-        self.progress.advance("evaluate")
-
-
-def _overridden(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    layer = configuration.validate(dict(overrides), "search strategy overrides")
-    return configuration.merge(config, layer)
+    def plan(self, number: int, overrides: Mapping[str, Any]) -> TrialPlan:
+        config = configuration.resolve(self.base, overrides) if overrides else dict(self.base)
+        tasks = self.tasks(config)
+        model = ModelBlueprint.of(config)
+        scoring = ScoringBlueprint.of(config, self.hidden)
+        if model.digest not in self._checked:
+            check_model(model.section)
+            self._checked.add(model.digest)
+        key = f"{scoring.digest}/{DatasetBlueprint.of(config).digest}"
+        if key not in self._checked:
+            check_scoring(scoring, tasks)
+            self._checked.add(key)
+        return TrialPlan(number, dict(overrides), config, tasks, model, scoring)
 
 
 @dataclass
 class Session:
-    """Everything a run needs, built and checked before anything is written to disk."""
+    """A run's strategy, planner and executor, built and checked before the run directory
+    exists; the executor already holds the base configuration's model and scorers."""
 
-    dataset: Dataset
-    tasks: list[Task]
-    scoring: Scoring
-    model: Model
-    search: Any
+    config: Mapping[str, Any]
+    strategy: SearchStrategy
+    planner: Planner
+    executor: Executor
 
     def close(self) -> None:
-        self.scoring.close()
-        close = getattr(self.model, "close", None)
-        if callable(close):
-            close()
+        self.executor.close()
 
 
 def prepare(config: Mapping[str, Any], run_dir: Path) -> Session:
-    """Build the plugins the configuration names; user errors surface here, not mid-run."""
-    dataset = build_dataset(config)
-    tasks = dataset.tasks(config["dataset"]["split"], config["dataset"]["problems"])
-    search = plugins.build("search_strategies", config["search"]["strategy"],
-                           **config["search"]["options"])
-    data_root = str(getattr(dataset, "root", "") or "")
-    hidden = tuple(p for p in (data_root, str(Path(run_dir).resolve())) if p)
-    scoring = build_scoring(config, hidden=hidden)
+    """Refuse what would fail: the executor, the strategy and its space, the data set and
+    its tasks, the model and evaluators of the base configuration (built now), and every
+    value of the search space on its own (checked without building)."""
+    check_executor(config["execution"])
+    strategy = build_strategy(config)
+    planner = Planner(config, hidden=(str(Path(run_dir).absolute()),))
+    base = planner.plan(0, {})
+    for key, values in config["search"]["space"].items():
+        for value in _probe_values(values):
+            try:
+                planner.plan(0, {key: value})
+            except UserError as error:
+                raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
+    executor = build_executor(config["execution"])
     try:
-        model = build_model(config, dataset)
+        executor.prepare(base.model, base.scoring)
     except BaseException:
-        scoring.close()
+        executor.close()
         raise
-    return Session(dataset, tasks, scoring, model, search)
+    return Session(config, strategy, planner, executor)
 
 
-def execute(info: RunInfo, session: Session, progress: Progress | None = None) -> dict[str, Any]:
+def _probe_values(values: Any) -> list[Any]:
+    if isinstance(values, list):
+        return values
+    if "choices" in values:
+        return list(values["choices"])
+    return [values[end] for end in ("low", "high") if end in values]
+
+
+def execute(info: RunInfo, session: Session, progress: Progress | None = None,
+            ) -> dict[str, Any]:
     """Run (or continue) the run in `info.run_dir` to the end; return the summary."""
     progress = progress or NoProgress()
     config = info.config
     store = RunStore.in_run(info.run_dir)
-    session.scoring.context.store = store
     try:
         plugins.notify("coral_run_started", run=info)
-        workers = session.scoring.sandbox.workers * 2
-        trial, last = 0, None
-        while True:
-            batch = session.search.ask()
-            if not batch:
-                break
-            told = []
-            for overrides in batch:
-                trial_config = _overridden(config, overrides)
-                store.set_trial(trial, dict(overrides), "running")
-                records = _Trial(trial, trial_config, session.tasks, session.dataset,
-                                 session.model, session.scoring.scorer, store, info,
-                                 progress).run(workers)
-                result = summarize(session.tasks, records)
-                store.set_trial(trial, dict(overrides), "finished", result["objectives"])
-                told.append((overrides, {**result["objectives"], "fitness": result["fitness"]}))
-                last = result
-                trial += 1
-            session.search.tell(told)
-        if last is None:
-            raise UserError(f"search strategy '{config['search']['strategy']}' proposed nothing")
-        summary = build_summary(info.run_dir, config, last, session.scoring.sandbox.isolated)
-        write_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        _search(info, session, store, progress)
+        summary = build_summary(info, store.trials(), config["search"]["rank_by"])
+        write_text_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
         plugins.notify("coral_run_finished", run=info, summary=summary)
         return summary
+    except KeyboardInterrupt:
+        session.executor.cancel()
+        store.set_meta("status", "interrupted")
+        raise Interrupted(str(info.run_dir)) from None
     finally:
-        session.scoring.context.store = None
         store.close()
 
 
-def build_summary(run_dir: Path, config: Mapping[str, Any], result: Mapping[str, Any],
-                  isolated: bool | None) -> dict[str, Any]:
+def _strategy_state(strategy: SearchStrategy, told: int) -> str:
+    state = strategy.state() if hasattr(strategy, "state") else None
+    return json.dumps({"state": state, "told": told})
+
+
+def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress) -> None:
+    strategy, planner, executor = session.strategy, session.planner, session.executor
+    saved = json.loads(store.meta("strategy") or "null")
+    told = -1
+    if saved is not None:
+        told = saved["told"]
+        if saved["state"] is not None and hasattr(strategy, "restore"):
+            strategy.restore(saved["state"])
+    while True:
+        trials = store.trials()
+        batch_number = max((t.batch for t in trials), default=-1)
+        if batch_number <= told:  # every batch asked so far was told: ask again
+            proposals = strategy.ask()
+            if not proposals:
+                break
+            batch_number += 1
+            first = len(trials)
+            plans = [planner.plan(first + i, p) for i, p in enumerate(proposals)]
+            store.add_trials(batch_number, [
+                (plan.number, dict(plan.overrides), configuration.digest(plan.config))
+                for plan in plans], _strategy_state(strategy, told))
+            trials = store.trials()
+        batch = [t for t in trials if t.batch == batch_number]
+        for trial in batch:
+            if trial.status == "finished":
+                continue
+            plan = planner.plan(trial.trial, trial.overrides)
+            if configuration.digest(plan.config) != trial.config_digest:
+                raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
+                                "configuration than it ran with; it cannot be resumed")
+            try:
+                result = TrialRun(plan, store, executor, info, progress).run()
+            except RunStoreError:
+                raise
+            except UserError as error:  # recorded; the run stops, and a resume retries it
+                store.finish_trial(trial.trial, "failed", None, str(error))
+                raise UserError(f"trial {trial.trial} failed: {error} (fix the cause, then "
+                                f"'coral run --resume {info.run_dir}')") from None
+            store.finish_trial(trial.trial, "finished", result)
+        results = [t for t in store.trials() if t.batch == batch_number]
+        strategy.tell([(t.overrides, _told_values(t.result or {})) for t in results])
+        told = batch_number
+        store.set_meta("strategy", _strategy_state(strategy, told))
+
+
+def _told_values(result: Mapping[str, Any]) -> dict[str, float]:
+    values = dict(result.get("objectives", {}))
+    values["fitness"] = result.get("fitness", 0.0)
+    for k, v in result.get("pass_at_k", {}).items():
+        values[f"pass@{k}"] = v
+    return values
+
+
+def rank_value(result: Mapping[str, Any] | None, rank_by: str) -> float | None:
+    if not result:
+        return None
+    value = _told_values(result).get(rank_by)
+    return None if value is None else float(value)
+
+
+def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
+                  partial: bool = False) -> dict[str, Any]:
+    """Every trial, the best by `rank_by` (ties: the earlier trial), and the best trial's
+    per-problem results at the top level (for a single configuration: its only one).
+    `partial` (an unfinished run's report) ranks unfinished trials by what they hold."""
+    config = info.config
+    rows = []
+    for trial in trials:
+        result = trial.result or {}
+        row: dict[str, Any] = {"trial": trial.trial, "overrides": trial.overrides,
+                               "status": trial.status}
+        for key in ("objectives", "fitness", "pass_at_k", "fixed"):
+            if key in result:
+                row[key] = result[key]
+        if trial.error:
+            row["error"] = trial.error
+        rows.append(row)
+    ranked = [(rank_value(t.result, rank_by), t) for t in trials
+              if t.status == "finished" or partial]
+    ranked = [(v, t) for v, t in ranked if v is not None]
+    if not ranked and any(t.status == "finished" for t in trials):
+        raise UserError(f"[search] rank_by = '{rank_by}' names no objective the trials have")
+    best = max(ranked, key=lambda pair: (pair[0], -pair[1].trial))[1] if ranked else None
+    best_config = (configuration.resolve(config, best.overrides) if best and best.overrides
+                   else config)
+    result = dict(best.result) if best and best.result else {"problems": []}
+    sandboxed = result.pop("sandboxed", None)
     return {
-        "run_dir": str(run_dir),
-        "model": config["model"]["spec"],
-        "dataset": config["dataset"]["name"],
-        "split": config["dataset"]["split"],
-        "samples": config["run"]["samples"],
-        "seed": config["run"]["seed"],
+        "run_dir": str(info.run_dir),
+        "model": best_config["model"]["spec"],
+        "dataset": best_config["dataset"]["name"],
+        "split": best_config["dataset"]["split"],
+        "samples": best_config["run"]["samples"],
+        "seed": best_config["run"]["seed"],
         **result,
-        "sandboxed": isolated,
+        "trials": rows,
+        "best": {"trial": best.trial, "overrides": best.overrides, "rank_by": rank_by,
+                 "value": rank_value(best.result, rank_by)} if best else None,
+        "sandboxed": sandboxed,
         "coral_version": __version__,
     }

@@ -9,15 +9,20 @@ from typing import Any, Mapping, Sequence
 from .errors import UserError
 from .execution import ExecutionContext, code_digest
 from .protocols import Evaluator
-from .types import Candidate
+from .types import Candidate, Task
 
 
 @dataclass(frozen=True)
 class ScoredCandidate:
+    """A candidate's objectives after the gate, its fitness, and whether it meets its
+    task's success criterion (None where the task defines none)."""
+
     objectives: Mapping[str, float]
     fitness: float
-    passed: bool
+    passed: bool | None
     details: Mapping[str, Any] = field(default_factory=dict)
+    code: str = ""
+    seconds: float = 0.0
 
 
 def weighted_fitness(objectives: Mapping[str, float], weights: Mapping[str, float]) -> float:
@@ -64,8 +69,18 @@ class Scorer:
         if gate and gate not in names:
             raise UserError(f"gate objective '{gate}' is produced by no evaluator in use")
         self.objective_names = tuple(names)
+        self._producers = names
         self._cache: dict[tuple[str, str, str], ScoredCandidate] = {}
         self._lock = threading.Lock()
+
+    def check_tasks(self, tasks: Sequence[Task]) -> None:
+        """Refuse, before any work, tasks whose success needs an objective not produced."""
+        for task in tasks:
+            if task.success is not None and task.success.objective not in self._producers:
+                raise UserError(
+                    f"task '{task.id}' counts as solved by objective "
+                    f"'{task.success.objective}', which no evaluator in use produces "
+                    f"(produced: {', '.join(sorted(self._producers))})")
 
     def score(self, candidate: Candidate) -> ScoredCandidate:
         key = (candidate.task.dataset, candidate.task.id, code_digest(candidate.code))
@@ -86,8 +101,10 @@ class Scorer:
                 details[evaluator.name] = dict(evaluation.details)
         if self.gate and objectives.get(self.gate, 1.0) == 0.0:
             objectives = {name: 0.0 for name in objectives}
-        passed = candidate.task.execution is not None and self.context.execution(candidate).passed
-        scored = ScoredCandidate(objectives, weighted_fitness(objectives, self.weights), passed, details)
+        success = candidate.task.success
+        passed = success.met(objectives) if success is not None else None
+        scored = ScoredCandidate(objectives, weighted_fitness(objectives, self.weights), passed,
+                                 details, candidate.code)
         with self._lock:
             self._cache[key] = scored
         return scored

@@ -1,10 +1,17 @@
-"""Shared fixtures: the QuixBugs data folder, and running the real `coral` command."""
+"""Shared fixtures: the QuixBugs data folder, and running the real `coral` command.
+
+Tests see the built-in plugins and the plugins they install, whatever else the environment
+has installed: entry-point autoloading is off (CORAL_DISABLE_PLUGIN_AUTOLOAD=1) in process
+and in every `coral` a test runs through `coral_env`, and a test that installs plugins
+names them in CORAL_PLUGINS (`coral_env` does it for the distributions on its PYTHONPATH).
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -31,18 +38,37 @@ def data_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_plugins(monkeypatch):
-    """Each test sees the plugins its own environment selects."""
+    """Each test sees the built-in plugins, plus those it installs and names itself."""
     from coral_core import plugins
 
+    monkeypatch.setenv("CORAL_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("CORAL_PLUGINS", raising=False)
+    monkeypatch.delenv("CORAL_DISABLE_PLUGINS", raising=False)
     plugins.reset()
     yield
     plugins.reset()
 
 
+def installed_plugins(*folders: str | Path) -> list[str]:
+    """Names of the `coral` entry points of the distributions installed in `folders`."""
+    names: list[str] = []
+    for dist in metadata.distributions(path=[str(folder) for folder in folders]):
+        names += [ep.name for ep in dist.entry_points if ep.group == "coral"]
+    return sorted(set(names))
+
+
 def coral_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a `coral` subprocess: no CORAL_* variable of the caller's, no
+    entry-point autoloading, and CORAL_PLUGINS naming the plugins installed in `extra`'s
+    PYTHONPATH folders unless `extra` sets CORAL_PLUGINS itself."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORAL_")}
+    env["CORAL_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if data_dir is not None:
         env["CORAL_DATA_DIR"] = str(data_dir)
+    if "CORAL_PLUGINS" not in extra and extra.get("PYTHONPATH"):
+        names = installed_plugins(*extra["PYTHONPATH"].split(os.pathsep))
+        if names:
+            env["CORAL_PLUGINS"] = ",".join(names)
     env.update(extra)
     return env
 

@@ -48,13 +48,14 @@ ECHO_MODEL = '''
             results = []
             for request in requests:
                 time.sleep(self.delay)
-                code = re.search(r"```python\\n(.*?)```", request.prompt, re.S).group(1)
+                text = request.prompt.instruction
+                code = re.search(r"```python\\n(.*?)```", text, re.S).group(1)
                 rng = random.Random(request.params.seed)
                 variant = rng.randint(0, 9)
                 if variant == 0:
                     code = "def broken(:\\n"
                 results.append([Generation(code + f"\\n# variant {variant}\\n```\\n",
-                                           prompt_tokens=len(request.prompt),
+                                           prompt_tokens=len(text),
                                            completion_tokens=len(code), seconds=self.delay)])
             return results
 
@@ -70,10 +71,16 @@ def echo_model_distribution(root: Path) -> Path:
 
 
 KITCHEN_SINK = '''
-    """A third-party plugin that implements every Coral hook (for the hook tests)."""
+    """A third-party plugin that implements every Coral hook (for the hook tests).
+
+    Every hook implementation appends its name to $KITCHEN_HOOKS when it runs, so a test
+    can tell which hooks Coral really called; events go to $KITCHEN_EVENTS.
+    """
     import json
     import os
+    from concurrent.futures import Future
 
+    from coral_core import plugins
     from coral_core.extract import extract_python
     from coral_core.hookspecs import hookimpl
     from coral_core.program_tests import Case, ExecutionSpec, Expect, Step
@@ -94,7 +101,8 @@ KITCHEN_SINK = '''
             names = list(problems) or sorted(PROBLEMS)
             return [
                 Task(id=name, dataset="arith", split="all",
-                     prompt=f"Write {name}(x).\\n```python\\n",
+                     prompt=Prompt(instruction=f"Write {name}(x).\\n```python\\n"),
+                     success=Success("bugfix", 1.0),
                      reference=f"def {name}(x):\\n    return x * 2\\n",
                      execution=ExecutionSpec(module=name, cases=tuple(
                          Case(f"{name}[{i}]", Step(call=name, args=(a,)), (Expect("eq", b),))
@@ -117,7 +125,7 @@ KITCHEN_SINK = '''
         def generate(self, requests):
             out = []
             for request in requests:
-                name = request.prompt.split()[1].split("(")[0]
+                name = request.prompt.instruction.split()[1].split("(")[0]
                 text = f"def {name}(x):\\n    return x * 2  # t={request.params.temperature}\\n```"
                 out.append([Generation(text)] * request.params.n)
             return out
@@ -147,6 +155,50 @@ KITCHEN_SINK = '''
                    fitness=[round(r[1]["fitness"], 6) for r in results])
 
 
+    class Inline:
+        """An executor that finishes each evaluation job before `submit` returns; it hands
+        the work to the built-in `local` executor (found through the registry), and passes
+        on any other method the runner uses."""
+        name = "inline"
+
+        def __init__(self, settings):
+            self.settings = dict(settings)
+            self.inner = plugins.registry().get("executors", "local").factory(self.settings)
+            self.closed = False
+
+        def __getattr__(self, name):
+            if "inner" not in self.__dict__:
+                raise AttributeError(name)
+            return getattr(self.__dict__["inner"], name)
+
+        def generate(self, model, requests):
+            _event("executor", call="generate", requests=len(requests))
+            return self.inner.generate(model, requests)
+
+        def submit(self, scoring, task, text, extract=True):
+            _event("executor", call="submit", task=task.id)
+            done = Future()
+            try:
+                done.set_result(self.inner.submit(scoring, task, text, extract).result())
+            except BaseException as error:
+                done.set_exception(error)
+            return done
+
+        def cancel(self):
+            self.inner.cancel()
+
+        def close(self):
+            self.closed = True
+            self.inner.close()
+
+
+    def _called(hook):
+        path = os.environ.get("KITCHEN_HOOKS")
+        if path:
+            with open(path, "a") as handle:
+                handle.write(hook + "\\n")
+
+
     def _event(event, **fields):
         path = os.environ.get("KITCHEN_EVENTS")
         if path:
@@ -156,48 +208,63 @@ KITCHEN_SINK = '''
 
     @hookimpl
     def coral_register_datasets(register):
+        _called("coral_register_datasets")
         register("arith", Arithmetic)
 
 
     @hookimpl
     def coral_register_models(register):
+        _called("coral_register_models")
         register("doubler", Doubler)
 
 
     @hookimpl
     def coral_register_evaluators(register):
+        _called("coral_register_evaluators")
         register("length", Length)
 
 
     @hookimpl
     def coral_register_search_strategies(register):
+        _called("coral_register_search_strategies")
         register("two-temperatures", TwoTemperatures)
 
 
     @hookimpl
+    def coral_register_executors(register):
+        _called("coral_register_executors")
+        register("inline", Inline)
+
+
+    @hookimpl
     def coral_register_experiments(register):
+        _called("coral_register_experiments")
         register("arith", {
             "dataset": {"name": "arith", "split": "all"},
             "model": {"spec": "doubler"},
             "evaluators": {"use": ["tests", "length"], "weights": {"bugfix": 1.0}},
             "search": {"strategy": "two-temperatures"},
+            "execution": {"executor": "inline"},
             "run": {"samples": 2},
         })
 
 
     @hookimpl
     def coral_run_started(run):
+        _called("coral_run_started")
         _event("started", run_dir=str(run.run_dir), resumed=run.resumed,
                split=run.config["dataset"]["split"])
 
 
     @hookimpl
     def coral_record_written(run, kind, record):
+        _called("coral_record_written")
         _event("record", kind=kind, task=record.task_id, sample=record.sample, trial=record.trial)
 
 
     @hookimpl
     def coral_run_finished(run, summary):
+        _called("coral_run_finished")
         _event("finished", fixed=summary["fixed"], objectives=sorted(summary["objectives"]))
 '''
 

@@ -8,8 +8,7 @@ from math import comb
 import pytest
 
 from coral_core.metrics import pass_at_k, summarize
-from coral_core.store import ScoreRecord
-from coral_core.types import Task
+from coral_core.store import ScoreRecord, TaskRecord
 
 
 @pytest.mark.parametrize("n, c", [(1, 0), (1, 1), (5, 0), (5, 2), (10, 3), (10, 10), (50, 1)])
@@ -38,7 +37,8 @@ def _record(task, sample, passed, bugfix):
 
 
 def test_summary_means_over_problems_and_counts_fixed():
-    tasks = [Task("a", "d", "test", ""), Task("b", "d", "train", "", seen_in_training=True)]
+    tasks = [TaskRecord(0, "a", "test", False, True, ""),
+             TaskRecord(0, "b", "train", True, True, "")]
     records = {("a", 0): _record("a", 0, True, 1.0), ("a", 1): _record("a", 1, False, 0.5),
                ("b", 0): _record("b", 0, False, 0.0), ("b", 1): _record("b", 1, False, 0.2)}
     summary = summarize(tasks, records)
@@ -48,3 +48,13 @@ def test_summary_means_over_problems_and_counts_fixed():
     assert summary["pass_at_k"] == {"1": 0.25, "2": 0.5}
     assert summary["objectives"]["bugfix"] == pytest.approx((0.75 + 0.1) / 2)
     assert summary["fixed"] == 1
+
+
+def test_tasks_without_success_have_no_c_pass_at_k_or_fixed():
+    tasks = [TaskRecord(0, "a", "test", False, False, "")]
+    records = {("a", 0): _record("a", 0, None, 0.4), ("a", 1): _record("a", 1, None, 0.6)}
+    summary = summarize(tasks, records)
+    (a,) = summary["problems"]
+    assert "c" not in a and "pass_at_k" not in a and a["n"] == 2
+    assert "pass_at_k" not in summary and "fixed" not in summary
+    assert summary["objectives"]["bugfix"] == pytest.approx(0.5)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
+import itertools
+import random
 import shutil
 import threading
 from collections import Counter
@@ -16,15 +18,16 @@ import pytest
 from coral_core.verdicts import judge_case
 from coral_core.errors import UserError
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
-from coral_core.types import GenerationRequest, SamplingParams, TrainingExample
+from coral_core.types import GenerationRequest, Message, Prompt, SamplingParams, TrainingExample
 from coral_plugins.datasets.quixbugs import FOLDERS, TEST, TRAIN, QuixBugs, make_prompt
 from coral_plugins.models.baseline import (
-    CLOSING_FENCE, BaselineModel, create_baseline, program_in, sample_seed,
+    CLOSING_FENCE, BaselineModel, create_baseline, program_in,
 )
-from coral_plugins.models.baseline_edits import KINDS
-from coral_plugins.models.baseline_prior import SHRINK, learn_prior
-from coral_plugins.models.baseline_render import Variant, enumerate_variants, normalized
-from coral_plugins.models.baseline_tuning import best_shrink, held_out_hits, label_problems
+from coral_plugins.models.baseline.edits import KINDS
+from coral_plugins.models.baseline.prior import SHRINK, learn_prior
+from coral_plugins.models.baseline.render import Variant, enumerate_variants, normalized
+from coral_plugins.models.baseline.sampling import sampling_distribution
+from coral_plugins.models.baseline.tuning import best_shrink, held_out_hits, label_problems
 
 ACCUMULATE = """\
 def tally(items, limit):
@@ -88,6 +91,17 @@ EXPECTED = [
     (WALK, "    out = []\n", "", "delete"),
 ]
 
+# The family each kind's prior shrinks towards (docs/models-baseline.md).
+FAMILY = {
+    "binary_op": "operator", "binary_op_far": "operator", "compare_boundary": "operator",
+    "compare_flip": "operator", "boolean_op": "operator", "unary_op": "operator",
+    "augassign_op": "operator", "builtin_dual": "operator", "number": "constant",
+    "fill_list": "constant", "add_one": "off_by_one", "drop_one": "off_by_one",
+    "add_slice": "off_by_one", "drop_slice": "off_by_one", "swap_operands": "swap",
+    "swap_args": "swap", "swap_library_args": "swap", "name": "name", "unlike_name": "name",
+    "unwrap_call": "unwrap", "delete": "statement", "break_continue": "statement",
+}
+
 
 @pytest.fixture(scope="module")
 def quixbugs(data_dir: Path) -> QuixBugs:
@@ -120,8 +134,15 @@ def hunks(before: str, after: str) -> int:
     return sum(tag != "equal" for tag, *_ in matcher.get_opcodes())
 
 
-def request(prompt: str, **params) -> GenerationRequest:
+def request(prompt: str | Prompt, **params) -> GenerationRequest:
+    if isinstance(prompt, str):
+        prompt = Prompt(instruction=prompt)
     return GenerationRequest(prompt=prompt, params=SamplingParams(**params))
+
+
+def pair(task_id: str, buggy: str, fixed: str, instruction: str = "fix it") -> TrainingExample:
+    return TrainingExample(task_id, Prompt(instruction=f"{instruction}\n```python\n{buggy}```\n"),
+                           answer=fixed, source=buggy, solution=fixed)
 
 
 # ----- the edits -----
@@ -131,7 +152,7 @@ def request(prompt: str, **params) -> GenerationRequest:
 def test_each_kind_of_edit_is_proposed(source: str, old: str, new: str, kind: str) -> None:
     variant = variant_made_by(source, old, new)
     assert kind in {origin.kind for origin in variant.origins}
-    assert kind in KINDS
+    assert KINDS[kind] == FAMILY[kind]
 
 
 @pytest.mark.parametrize("source", [ACCUMULATE, WALK])
@@ -203,8 +224,9 @@ def test_the_prior_is_learned_from_training_examples_only(quixbugs: QuixBugs,
 
 
 def test_the_prior_counts_which_kinds_fixed_training_bugs() -> None:
-    toy = [TrainingExample("toy", "fix it", "def f(a, b):\n    return a - b\n",
-                           "def f(a, b):\n    '''Sum.'''\n    return a + b\n")] * 4
+    toy = [pair("toy", "def f(a, b):\n    return a - b\n",
+                "def f(a, b):\n    '''Sum.'''\n    return a + b\n", f"variant {i}")
+           for i in range(4)]
     prior = learn_prior(toy)
     assert prior.problems == ("toy",) and prior.fixed == ("toy",)
     assert {kind: n for kind, n in prior.kinds.fixing.items() if n} == {"binary_op": 1}
@@ -213,15 +235,35 @@ def test_the_prior_counts_which_kinds_fixed_training_bugs() -> None:
     assert 0 < unseen < prior.kind_rate("binary_op"), "unseen kinds keep some mass"
 
 
+class BareExamples:
+    """A data set whose training examples carry a prompt and an answer, no program pair."""
+
+    def training_examples(self, problems=()):
+        return [TrainingExample("a", Prompt(instruction="fix it"), answer="def f(): pass\n")]
+
+
+def test_examples_without_a_program_pair_teach_nothing() -> None:
+    bare = BareExamples().training_examples()
+    prior = learn_prior(bare + [pair("b", "def g(x):\n    return -x\n",
+                                     "def g(x):\n    return x\n")])
+    assert prior.problems == ("b",)
+    with pytest.raises(UserError, match="no training examples with a source and a solution"):
+        create_baseline("", dataset=BareExamples()).prior
+
+
 def test_leave_one_out_scores_held_out_training_problems() -> None:
-    toy = [TrainingExample("a", "", "def f(a, b):\n    return a - b\n",
-                           "def f(a, b):\n    return a + b\n"),
-           TrainingExample("b", "", "def g(x, y):\n    return x // y\n",
-                           "def g(x, y):\n    return x % y\n")]
+    """Both toy bugs are fixed by a near operator swap: the less the prior is shrunk
+    towards the overall rate, the more a held-out problem's fix is favoured."""
+    toy = [pair("a", "def f(a, b):\n    return a - b\n", "def f(a, b):\n    return a + b\n"),
+           pair("b", "def g(x, y):\n    return x // y\n", "def g(x, y):\n    return x % y\n")]
     problems = label_problems(toy)
-    assert [p.problem for p in problems] == ["a", "b"] and all(p.fixes for p in problems)
-    assert 0 < held_out_hits(problems, SHRINK) <= 2
-    assert best_shrink(problems, (10.0, SHRINK)) in (10.0, SHRINK)
+    assert [p.problem for p in problems] == ["a", "b"]
+    assert [sorted(p.fixes) for p in problems] == [["def f(a, b):\n    return a + b\n"],
+                                                   ["def g(x, y):\n    return x % y\n"]]
+    sharp, smooth = held_out_hits(problems, 10.0), held_out_hits(problems, SHRINK)
+    assert 0 < smooth < sharp <= 2
+    assert best_shrink(problems, (10.0, SHRINK)) == 10.0
+    assert best_shrink(problems, (SHRINK, 10.0)) == 10.0
 
 
 def test_the_baseline_never_reads_the_tests_or_reference_of_its_problem(
@@ -256,10 +298,19 @@ def test_n_samples_come_back_with_per_sample_seeds(model: BaselineModel, data_di
     prompt = buggy_prompt(data_dir, "lcs_length")
     many = model.generate([request(prompt, n=6, seed=11), request(prompt, seed=11)])
     assert [len(m) for m in many] == [6, 1]
-    assert many[0][0].text == many[1][0].text, "sample 0 uses the request seed itself"
+    assert many[0][0].text == many[1][0].text, "sample 0 of 6 is the one sample of n = 1"
     assert len({g.text for g in many[0]}) > 1
-    digest = hashlib.sha256(b"coral-baseline/11/1").digest()
-    assert sample_seed(11, 1) == int.from_bytes(digest[:8], "big")
+    # Sample i draws once from random.Random(s), where s is the first 63 bits of
+    # sha256("sample" US "11" US "i"), and takes the ranked variant at that point of the CDF.
+    distribution = sampling_distribution(model.ranked(program_in(Prompt(prompt))),
+                                         SamplingParams(seed=11))
+    for index, generation in enumerate(many[0]):
+        digest = hashlib.sha256(f"sample\x1f11\x1f{index}".encode()).digest()
+        point = random.Random(int.from_bytes(digest[:8], "big") & (2**63 - 1)).random()
+        edges = itertools.accumulate(p for _, p in distribution)
+        chosen = next((c for (c, _), edge in zip(distribution, edges) if point < edge),
+                      distribution[-1][0])
+        assert generation.text == chosen.text.rstrip("\n") + CLOSING_FENCE, index
     for generation in many[0]:
         assert generation.finish_reason == "stop" and generation.seconds >= 0
         assert generation.prompt_tokens is None and generation.completion_tokens is None
@@ -268,7 +319,7 @@ def test_n_samples_come_back_with_per_sample_seeds(model: BaselineModel, data_di
 def test_temperature_zero_gives_the_top_ranked_variant(model: BaselineModel,
                                                        data_dir: Path) -> None:
     prompt = buggy_prompt(data_dir, "to_base")
-    top = model.ranked(program_in(prompt))[0].text
+    top = model.ranked(program_in(Prompt(prompt)))[0].text
     samples = model.generate([request(prompt, temperature=0.0, n=4, seed=5)])[0]
     assert {s.text for s in samples} == {top.rstrip("\n") + CLOSING_FENCE}
 
@@ -276,7 +327,7 @@ def test_temperature_zero_gives_the_top_ranked_variant(model: BaselineModel,
 def test_top_k_one_is_greedy_and_stop_sequences_are_honoured(model: BaselineModel,
                                                              data_dir: Path) -> None:
     prompt = buggy_prompt(data_dir, "sieve")
-    top = model.ranked(program_in(prompt))[0].text
+    top = model.ranked(program_in(Prompt(prompt)))[0].text
     greedy = model.generate([request(prompt, top_k=1, n=3, seed=2, stop=("```",))])[0]
     assert {g.text for g in greedy} == {top.rstrip("\n") + "\n"}
 
@@ -293,15 +344,30 @@ def test_the_text_continues_the_prompts_open_fence(model: BaselineModel, quixbug
 def test_user_errors(quixbugs: QuixBugs, model: BaselineModel) -> None:
     with pytest.raises(UserError, match="no ```python code block"):
         model.generate([request("Fix the bug, please.\n```python\n")])
+    with pytest.raises(UserError, match="cannot fill in the middle"):
+        model.generate([request(Prompt(prefix="def f(x):\n", suffix="\n"))])
     with pytest.raises(UserError, match="training examples"):
         create_baseline("", dataset=None)
     with pytest.raises(UserError, match="training examples"):
         create_baseline("", dataset=object())
     with pytest.raises(UserError, match="takes no target"):
         create_baseline("gpt", dataset=quixbugs)
-    prompt = "Buggy Code:\n```python\ndef f(x):\n    return x + 1\n```\n"
+    prompt = Prompt("Buggy Code:\n```python\ndef f(x):\n    return x + 1\n```\n")
+    assert BaselineModel.supports_adapters is False
     with pytest.raises(UserError, match="adapters"):
         model.generate([GenerationRequest(prompt, SamplingParams(), adapter="/tmp/a")])
+
+
+def test_the_program_is_found_in_an_instruction_or_a_chat(data_dir: Path,
+                                                          model: BaselineModel) -> None:
+    text = buggy_prompt(data_dir, "sieve")
+    buggy = (data_dir / "quixbugs" / "python_programs" / "sieve.py").read_text().strip("\n")
+    chat = Prompt(messages=(Message("system", "Reply with code.\n```python\nx = 1\n```\n"),
+                            Message("user", text), Message("assistant", "Sure.")))
+    assert program_in(Prompt(text)) == program_in(chat) == buggy
+    by_chat = model.generate([request(chat, n=3, seed=8)])[0]
+    assert [g.text for g in by_chat] == [g.text for g in model.generate(
+        [request(text, n=3, seed=8)])[0]]
 
 
 def test_it_is_registered_as_the_baseline_model() -> None:
@@ -309,6 +375,7 @@ def test_it_is_registered_as_the_baseline_model() -> None:
 
     entry = plugins.registry().get("models", "baseline")
     assert entry.factory is create_baseline
+    assert entry.plugin == "coral_plugins.models.baseline"
 
 
 # ----- the score -----
@@ -351,7 +418,7 @@ def test_a_fixed_program_is_one_edit_away(model: BaselineModel, data_dir: Path) 
     """The prompt's program is parsed, not re-typed: every sample is the program with
     one change, checked at the syntax-tree level."""
     prompt = buggy_prompt(data_dir, "kheapsort")
-    program = program_in(prompt)
+    program = program_in(Prompt(prompt))
     original = ast.dump(ast.parse(program))
     for sample in model.generate([request(prompt, n=20, seed=4)])[0]:
         code = sample.text[:-len(CLOSING_FENCE)]

@@ -18,22 +18,26 @@ from pathlib import Path
 import pytest
 
 from coral_core.errors import UserError
-from coral_core.types import AdapterGenes, GenerationRequest, SamplingParams, TrainingExample
+from coral_core.types import (
+    AdapterGenes, GenerationRequest, Message, Prompt, SamplingParams, TrainingExample,
+)
+from coral_plugins.datasets.quixbugs import INSTRUCTIONS, QuixBugs, make_answer, make_prompt
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from coral_plugins.models import hf as hf_module  # noqa: E402
 from coral_plugins.models.hf import HFModel  # noqa: E402
-from coral_plugins.models.hf_adapters import (  # noqa: E402
-    TrainingSettings, plan_training, tokenize_example, train_adapter, training_answer,
-    training_prompt,
+from coral_plugins.models.hf.adapters import (  # noqa: E402
+    TrainingSettings, plan_training, tokenize_example, train_adapter,
 )
 
 from tiny_model import CHAT_TEMPLATE, build_tiny_model  # noqa: E402
 
-PROMPT = "def gcd(a, b):\n    if b == 0:\n        return a\n"
-LONG_PROMPT = "import os\nimport sys\n\n\nclass Walker:\n    def __init__(self, root):\n" * 3
+TEXT = "def gcd(a, b):\n    if b == 0:\n        return a\n"
+PROMPT = Prompt(instruction=TEXT)
+LONG_TEXT = "import os\nimport sys\n\n\nclass Walker:\n    def __init__(self, root):\n" * 3
+LONG_PROMPT = Prompt(instruction=LONG_TEXT)
 PROBLEMS = ("gcd", "bitcount", "pascal", "sqrt")
 INLINE = {  # used where the QuixBugs checkout is not at hand
     "gcd": ("def gcd(a, b):\n    return gcd(a % b, b) if b else a\n",
@@ -83,16 +87,14 @@ def model(tiny) -> HFModel:
 
 @pytest.fixture(scope="session")
 def examples() -> list[TrainingExample]:
+    """One example per problem (the first instruction variant), rendered by QuixBugs."""
     root = Path(os.environ.get("CORAL_DATA_DIR") or Path(__file__).parents[2] / "shared/datasets")
-    quixbugs = root / "quixbugs"
-    pairs = {
-        name: ((quixbugs / "python_programs" / f"{name}.py").read_text(),
-               (quixbugs / "correct_python_programs" / f"{name}.py").read_text())
-        for name in PROBLEMS
-    } if (quixbugs / "python_programs").is_dir() else INLINE
+    if (root / "quixbugs" / "python_programs").is_dir():
+        return QuixBugs(data_dir=str(root)).training_examples(PROBLEMS)[::len(INSTRUCTIONS)]
     return [
-        TrainingExample(name, f"Fix the bug in this Python function from {name}:", bug, fix)
-        for name, (bug, fix) in pairs.items()
+        TrainingExample(name, Prompt(instruction=make_prompt(name, bug, INSTRUCTIONS[0])),
+                        answer=make_answer(fix), source=bug, solution=fix)
+        for name, (bug, fix) in INLINE.items()
     ]
 
 
@@ -134,7 +136,8 @@ def test_import_does_not_load_torch_and_registers_hf():
             "seen = []; m.coral_register_models(lambda *a: seen.append(a)); print(seen)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "('hf', <class 'coral_plugins.models.hf.HFModel'>)" in out.stdout
+    assert "('hf', <class 'coral_plugins.models.hf.model.HFModel'>)" in out.stdout
+    assert HFModel.supports_adapters is True
 
 
 def test_bad_paths_are_user_errors(tmp_path):
@@ -151,6 +154,11 @@ def test_bad_paths_are_user_errors(tmp_path):
 def test_bad_adapter_and_options_are_user_errors(model, tiny, tmp_path):
     with pytest.raises(UserError, match="not a peft adapter"):
         model.generate([GenerationRequest(PROMPT, greedy(), adapter=str(tmp_path))])
+    infill = GenerationRequest(Prompt(prefix="def f(x):\n", suffix="\n"), greedy())
+    fresh = HFModel(str(tiny))
+    with pytest.raises(UserError, match=f"model hf:{tiny} has no FIM template yet"):
+        fresh.generate([GenerationRequest(PROMPT, greedy()), infill])
+    assert fresh.base_loads == 0, "refused before the weights were read"
     with pytest.raises(UserError, match="unknown dtype"):
         HFModel(str(tiny), dtype="float7").load()
     with pytest.raises(UserError, match="no chat template"):
@@ -167,10 +175,10 @@ def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
     code = (
         "import json; from coral_core.types import *; "
         "from coral_plugins.models.hf import HFModel; "
-        "from coral_plugins.models.hf_adapters import plan_training, TrainingSettings; "
+        "from coral_plugins.models.hf.adapters import plan_training, TrainingSettings; "
         "plan = plan_training('coral/tiny', AdapterGenes(), "
-        "[TrainingExample('t', 'i', 'x', 'y')], TrainingSettings()); "
-        f"request = GenerationRequest({PROMPT!r}, SamplingParams(temperature=0.0, "
+        "[TrainingExample('t', Prompt('i'), 'y')], TrainingSettings()); "
+        f"request = GenerationRequest(Prompt({TEXT!r}), SamplingParams(temperature=0.0, "
         "max_new_tokens=10)); "
         "text = HFModel('coral/tiny').generate([request])[0][0].text; "
         "print(json.dumps([plan.components['base_model'], plan.source.revision, text]))"
@@ -194,7 +202,7 @@ def test_n_samples_per_request_in_order_with_counts(model):
                 GenerationRequest(PROMPT, sampled(2, n=2, max_new_tokens=5))]
     results = model.generate(requests)
     assert [len(r) for r in results] == [3, 1, 2]
-    prompt_tokens = [len(model.tokenizer(p)["input_ids"]) for p in (PROMPT, LONG_PROMPT, PROMPT)]
+    prompt_tokens = [len(model.tokenizer(p)["input_ids"]) for p in (TEXT, LONG_TEXT, TEXT)]
     for request, result, expected_prompt in zip(requests, results, prompt_tokens):
         for generation in result:
             assert generation.prompt_tokens == expected_prompt
@@ -202,7 +210,22 @@ def test_n_samples_per_request_in_order_with_counts(model):
             assert generation.finish_reason in ("stop", "length")
             assert generation.seconds > 0
     assert results[1][0].finish_reason == "length" and results[1][0].completion_tokens == 7
-    assert texts(results[2]) != texts(results[0])[:2]  # other seed, other text
+
+
+def test_sample_zero_of_n_is_the_single_sample_and_seeds_matter(model):
+    """Sample j of a request draws with its own seed, sample_seed(seed, j): sample 0 of n is
+    the one sample of n = 1, whatever else is asked; another seed gives other texts of the
+    same length (no stop string, so every text runs to max_new_tokens)."""
+    many, one, other = model.generate([GenerationRequest(PROMPT, sampled(2, n=3)),
+                                       GenerationRequest(PROMPT, sampled(2)),
+                                       GenerationRequest(PROMPT, sampled(5, n=3))])
+    assert many[0].text == one[0].text
+    assert len(set(texts(many))) == 3
+    lengths = {g.completion_tokens for g in many + other if g.finish_reason == "length"}
+    assert lengths == {12}
+    same_length = [(a.text, b.text) for a, b in zip(many, other)
+                   if a.completion_tokens == b.completion_tokens == 12]
+    assert same_length and all(a != b for a, b in same_length)
 
 
 def test_left_padding_gives_the_unbatched_result(model):
@@ -217,7 +240,7 @@ def test_greedy_matches_transformers_and_repeats(model):
     first = model.generate([GenerationRequest(PROMPT, greedy(10, n=2))])[0]
     again = model.generate([GenerationRequest(PROMPT, greedy(10))])[0]
     assert first[0].text == first[1].text == again[0].text
-    ids = model.tokenizer(PROMPT, return_tensors="pt")
+    ids = model.tokenizer(TEXT, return_tensors="pt")
     reference = model.base_model.generate(**ids, do_sample=False, max_new_tokens=10,
                                           pad_token_id=model.tokenizer.pad_token_id)
     expected = model.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:],
@@ -230,7 +253,7 @@ def test_same_seed_same_text_whatever_shares_the_batch(model, tiny):
                                                repetition_penalty=1.2))
     alone = texts(model.generate([target])[0])
     others = [GenerationRequest(LONG_PROMPT, sampled(1, n=3)),
-              GenerationRequest("x = 1\n", greedy(20, repetition_penalty=1.3))]
+              GenerationRequest(Prompt("x = 1\n"), greedy(20, repetition_penalty=1.3))]
     crowded = model.generate([others[0], target, others[1]])[1]
     assert texts(crowded) == alone
     one_per_batch = HFModel(str(tiny), batch_size=1).generate([others[1], target])[1]
@@ -276,16 +299,33 @@ def test_chat_template_is_applied_when_present(tiny_chat, model):
     chat = HFModel(str(tiny_chat), batch_size=2)
     rendered = chat.generate([GenerationRequest(PROMPT, greedy(10))])[0][0]
     tokenizer = chat.tokenizer
-    wrapped = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}],
+    wrapped = tokenizer.apply_chat_template([{"role": "user", "content": TEXT}],
                                             tokenize=False, add_generation_prompt=True)
-    assert wrapped.startswith("<|user|>\n") and wrapped.endswith("<|assistant|>\n")
+    assert wrapped == f"<|user|>\n{TEXT}\n<|assistant|>\n"
     assert rendered.prompt_tokens == len(tokenizer(wrapped, add_special_tokens=False)["input_ids"])
     raw = HFModel(str(tiny_chat), chat_template=False)  # same weights, template off
-    by_hand = raw.generate([GenerationRequest(wrapped, greedy(10))])[0][0]
+    by_hand = raw.generate([GenerationRequest(Prompt(wrapped), greedy(10))])[0][0]
     plain = raw.generate([GenerationRequest(PROMPT, greedy(10))])[0][0]
     assert plain.prompt_tokens < rendered.prompt_tokens
     assert plain.text == model.generate([GenerationRequest(PROMPT, greedy(10))])[0][0].text
     assert (by_hand.prompt_tokens, by_hand.text) == (rendered.prompt_tokens, rendered.text)
+
+
+CHAT = Prompt(messages=(Message("system", "You fix bugs."), Message("user", TEXT)))
+
+
+def test_chat_messages_go_through_the_template_or_are_refused(tiny_chat, model):
+    chat = HFModel(str(tiny_chat), batch_size=2)
+    rendered = chat.generate([GenerationRequest(CHAT, greedy(10))])[0][0]
+    by_hand = HFModel(str(tiny_chat), chat_template=False).generate([GenerationRequest(
+        Prompt(f"<|system|>\nYou fix bugs.\n<|user|>\n{TEXT}\n<|assistant|>\n"), greedy(10))])
+    assert (rendered.prompt_tokens, rendered.text) == (by_hand[0][0].prompt_tokens,
+                                                       by_hand[0][0].text)
+    one_turn = Prompt(messages=(Message("user", TEXT),))
+    assert texts(model.generate([GenerationRequest(one_turn, greedy(10))])[0]) == texts(
+        model.generate([GenerationRequest(PROMPT, greedy(10))])[0])
+    with pytest.raises(UserError, match="chat of 2 turns, but the model is used without a chat"):
+        model.generate([GenerationRequest(CHAT, greedy(10))])
 
 
 # -- adapters -------------------------------------------------------------------------
@@ -332,10 +372,14 @@ def test_training_lowers_the_loss_and_saves_safetensors(trained):
     assert record["losses"] == losses and record["key"] == path.name
 
 
-def test_training_prompt_ends_like_the_evaluation_prompt(examples):
-    prompt = training_prompt(examples[0])
-    assert prompt.startswith(examples[0].instruction)
-    assert prompt.endswith("\n```\n\nProvide the corrected Python code:\n```python\n")
+@pytest.mark.parametrize("chat", [False, True])
+def test_training_tokenizes_the_prompt_exactly_as_generation_does(chat, tiny_chat, examples):
+    model = HFModel(str(tiny_chat), chat_template=chat)
+    model.load()
+    for example in examples:
+        row = tokenize_example(model.tokenizer, example, chat, 4096)
+        prompt_length = row["labels"].count(-100)
+        assert row["input_ids"][:prompt_length] == model._encode(example.prompt)
 
 
 @pytest.mark.parametrize("chat", [False, True])
@@ -349,10 +393,12 @@ def test_only_answer_tokens_carry_labels(chat, tiny_chat, examples):
     assert row["labels"][prompt_length:] == row["input_ids"][prompt_length:]
     prompt = tokenizer.decode(row["input_ids"][:prompt_length])
     answer = tokenizer.decode(row["input_ids"][prompt_length:])
-    assert prompt.endswith("Provide the corrected Python code:\n```python\n"
-                           + ("\n<|assistant|>\n" if chat else ""))
-    assert prompt.startswith("<|user|>\n" if chat else examples[0].instruction)
-    assert answer == training_answer(examples[0]) + ("\n" if chat else "") + "<|endoftext|>"
+    instruction = examples[0].prompt.instruction
+    assert instruction.startswith("Fix the bug in this Python function from gcd:\n\n")
+    assert instruction.endswith("\n```\n\nProvide the corrected Python code:\n```python\n")
+    assert prompt == (f"<|user|>\n{instruction}\n<|assistant|>\n" if chat else instruction)
+    assert examples[0].answer.endswith("\n```") and examples[0].answer.startswith("def gcd(")
+    assert answer == examples[0].answer + ("\n" if chat else "") + "<|endoftext|>"
     short = tokenize_example(tokenizer, examples[0], chat, prompt_length + 3)
     assert short["labels"].count(-100) == prompt_length
     assert len(short["labels"]) == prompt_length + 3
@@ -393,18 +439,24 @@ def test_every_key_component_changes_the_key(tiny, examples, tmp_path):
     shutil.copytree(tiny, changed)
     config = json.loads((changed / "config.json").read_text())
     (changed / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
-    edited = [replace(examples[0], output=examples[0].output + "\n# fixed")] + examples[1:]
+    edited = [replace(examples[0], answer=examples[0].answer + "\n# fixed")] + examples[1:]
+    reworded = [replace(examples[0], prompt=Prompt(examples[0].prompt.instruction + " "))
+                ] + examples[1:]
+    # what training does not read is not in the key
+    unread = [replace(e, task_id=e.task_id + "-x", source="", solution="") for e in examples]
+    assert key(data=unread) == key()
     variants = [
         key(base=str(changed)),
         key(genes=replace(GENES, rank=8)), key(genes=replace(GENES, alpha=4.0)),
         key(genes=replace(GENES, dropout=0.1)), key(genes=replace(GENES, kind="dora")),
         key(genes=replace(GENES, target_modules=("q_proj", "k_proj", "v_proj"))),
-        key(data=edited), key(data=list(reversed(examples))), key(data=examples[:-1]),
+        key(data=edited), key(data=reworded), key(data=list(reversed(examples))),
+        key(data=examples[:-1]),
         key(hyper=replace(settings, steps=7)), key(hyper=replace(settings, epochs=1.0)),
         key(hyper=replace(settings, learning_rate=2e-2)),
         key(hyper=replace(settings, batch_size=2)), key(hyper=replace(settings, max_length=256)),
         key(hyper=replace(settings, chat_template=False)),
-        key(hyper=replace(settings, prompt_format=settings.prompt_format + 1)),
+        key(hyper=replace(settings, render_format=settings.render_format + 1)),
         key(seed=4),
     ]
     assert len(set(variants + [key()])) == len(variants) + 1
@@ -428,6 +480,9 @@ def test_bad_training_inputs_are_user_errors(tiny, examples, tmp_path):
         train_adapter(str(tiny), replace(GENES, kind="ia3"), examples, cache_dir=tmp_path)
     with pytest.raises(UserError, match="at least one"):
         train_adapter(str(tiny), GENES, [], cache_dir=tmp_path)
+    infill = TrainingExample("f", Prompt(prefix="def f(x):\n", suffix="\n"), "    return x")
+    with pytest.raises(UserError, match="no FIM template yet"):
+        train_adapter(str(tiny), GENES, examples + [infill], cache_dir=tmp_path)
     with pytest.raises(UserError, match="adapter"):
         train_adapter(str(tiny), replace(GENES, target_modules=("no_such_proj",)), examples,
                       cache_dir=tmp_path, steps=1)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from coral_core.errors import UserError
-from coral_core.types import GenerationRequest, SamplingParams
+from coral_core.types import GenerationRequest, Message, Prompt, SamplingParams
 from coral_plugins.models import openai as openai_backend
 from coral_plugins.models.openai import OpenAIRequestError, create_model
-from coral_plugins.models.openai_retry import Backoff, is_retryable_status, parse_retry_after
+from coral_plugins.models.openai.retry import Backoff, is_retryable_status, parse_retry_after
 from fault_proxy import FaultProxy
 
 if TYPE_CHECKING:  # registered in conftest.py; importing it first would skip assert rewriting
@@ -35,7 +35,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def requests_for(count: int, n: int = 1, max_new_tokens: int = 8, **params) -> list:
     """Prompts of growing length, so prompt_tokens reveal the order of the results."""
     return [
-        GenerationRequest(prompt="def f(x):\n    return x" + " + x" * i, task_id=f"t{i}",
+        GenerationRequest(prompt=Prompt("def f(x):\n    return x" + " + x" * i), task_id=f"t{i}",
                           params=SamplingParams(n=n, max_new_tokens=max_new_tokens, **params))
         for i in range(count)
     ]
@@ -142,7 +142,7 @@ def test_concurrency_bound_is_respected(served_tiny_model: ServedModel) -> None:
 
 def test_faults_at_30_percent_still_return_every_sample(served_tiny_model: ServedModel,
                                                         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="coral_plugins.models.openai_client")
+    caplog.set_level(logging.INFO, logger="coral_plugins.models.openai.client")
     max_retries = 8
     with FaultProxy(served_tiny_model.base_url, rate=0.3, seed=1234, slow_seconds=30,
                     retry_after=1) as proxy:
@@ -266,8 +266,55 @@ def test_bad_options_are_user_errors(options: dict, words: str) -> None:
 
 def test_adapters_are_refused() -> None:
     model = create_model("m", base_url="http://127.0.0.1:9/v1")
+    assert type(model).supports_adapters is False
     with pytest.raises(UserError, match="adapter"):
-        model.generate([GenerationRequest(prompt="x", adapter="/some/adapter")])
+        model.generate([GenerationRequest(prompt=Prompt("x"), adapter="/some/adapter")])
+
+
+# ----- structured prompts: what each endpoint is sent -----
+
+CHAT = Prompt(messages=(Message("system", "Be terse."), Message("user", "Fix f."),
+                        Message("assistant", "Which f?"), Message("user", "def f(): pass")))
+
+
+@pytest.mark.parametrize("mode, prompt, path, fields", [
+    ("chat", Prompt("Fix f."), "/chat/completions",
+     {"messages": [{"role": "user", "content": "Fix f."}]}),
+    ("chat", CHAT, "/chat/completions", {"messages": [
+        {"role": "system", "content": "Be terse."}, {"role": "user", "content": "Fix f."},
+        {"role": "assistant", "content": "Which f?"},
+        {"role": "user", "content": "def f(): pass"}]}),
+    ("completions", Prompt("Fix f."), "/completions", {"prompt": "Fix f."}),
+    ("completions", Prompt(messages=(Message("user", "Fix f."),)), "/completions",
+     {"prompt": "Fix f."}),
+    ("chat", Prompt(prefix="def f(x):\n    return ", suffix="\n\nprint(f(2))\n"),
+     "/completions", {"prompt": "def f(x):\n    return ", "suffix": "\n\nprint(f(2))\n"}),
+    ("completions", Prompt(prefix="", suffix="x = 1\n"), "/completions",
+     {"prompt": "", "suffix": "x = 1\n"}),
+])
+def test_each_prompt_shape_goes_to_its_endpoint(mode: str, prompt: Prompt, path: str,
+                                                fields: dict) -> None:
+    model = create_model("m", base_url="http://127.0.0.1:9/v1", mode=mode)
+    request = GenerationRequest(prompt, SamplingParams(max_new_tokens=5, seed=4, stop=("\n",)))
+    body = model._body(request, 2, 1)
+    assert body == {"model": "m", "max_tokens": 5, "temperature": 0.8, "top_p": 0.95,
+                    "n": 2, "seed": 5, "stop": ["\n"], **fields}
+    assert model._endpoint(prompt) == path.strip("/").split("/")[0]
+
+
+def test_the_system_prompt_option_never_doubles_a_system_turn() -> None:
+    model = create_model("m", base_url="http://127.0.0.1:9/v1", system_prompt="Only code.")
+    plain = model._body(GenerationRequest(Prompt("Fix f.")), 1, 0)["messages"]
+    assert plain == [{"role": "system", "content": "Only code."},
+                     {"role": "user", "content": "Fix f."}]
+    own = model._body(GenerationRequest(CHAT), 1, 0)["messages"]
+    assert [m["content"] for m in own if m["role"] == "system"] == ["Be terse."]
+
+
+def test_a_chat_cannot_be_sent_to_the_completions_endpoint() -> None:
+    model = create_model("m", base_url="http://127.0.0.1:9/v1", mode="completions")
+    with pytest.raises(UserError, match='chat of 4 turns.*mode = "chat"'):
+        model.generate([GenerationRequest(CHAT)])  # refused before any call (port 9 is shut)
 
 
 def test_registered_under_openai_and_light_to_import() -> None:

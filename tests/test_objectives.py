@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from coral_core.execution import ExecutionContext
@@ -52,7 +54,10 @@ def test_correct_program_scores_on_every_objective(scorer, gcd):
     assert scored.objectives["bugfix"] == 1.0 and scored.objectives["syntax"] == 0.9
     assert scored.objectives["security"] == 1.0
     assert 0.2 < scored.objectives["runtime"] <= 1.0  # itself vs the reference: noise only
-    assert scored.fitness == pytest.approx(weighted_fitness(scored.objectives, WEIGHTS))
+    # 0.30 x 1 + 0.25 x 1 + 0.20 x 0.9 + 0.15 x style + 0.10 x runtime, over weights summing to 1
+    expected = 0.30 + 0.25 + 0.18 + 0.15 * scored.objectives["style"] + 0.10 * scored.objectives[
+        "runtime"]
+    assert scored.fitness == pytest.approx(expected)
 
 
 def test_buggy_program_gets_partial_bugfix(scorer, gcd):
@@ -83,6 +88,47 @@ def test_program_without_the_entry_point_is_gated_to_zero(scorer, gcd):
         scored = scorer.score(Candidate(gcd, code))
         assert all(value == 0.0 for value in scored.objectives.values()), code
         assert scored.fitness == 0.0
+
+
+def test_passing_every_test_does_not_count_as_solved_through_the_gate(scorer, gcd):
+    """A lambda passes every gcd test, but the syntax gate zeroes it: not passed, not in c."""
+    code = "gcd = lambda a, b: a if b == 0 else gcd(b, a % b)\n"
+    scored = scorer.score(Candidate(gcd, code))
+    tests = scored.details["tests"]["tests"]
+    assert tests["passed"] == tests["total"] > 0
+    assert scored.objectives["bugfix"] == 0.0 and scored.fitness == 0.0
+    assert scored.passed is False
+
+
+class _HandOver:
+    """A real lock that, on its first release, lets another thread run a whole check
+    before the releasing thread goes on: the interleaving that a busy machine makes."""
+
+    def __init__(self, other):
+        self._lock, self._other, self._done = threading.Lock(), other, False
+
+    def __enter__(self):
+        self._lock.acquire()
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        if not self._done:
+            self._done = True
+            thread = threading.Thread(target=self._other)
+            thread.start()
+            thread.join()
+
+
+def test_style_count_is_read_before_another_check_can_run(gcd):
+    """flake8's counts are shared: each check must read its own under the lock."""
+    style = StyleEvaluator()
+    clean = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
+    dirty = "import os\ndef gcd(a,b):\n  return a if b==0 else gcd(b,a%b)\n"
+    others = []
+    style._lock = _HandOver(lambda: others.append(style.evaluate(Candidate(gcd, dirty), None)))
+    scored = style.evaluate(Candidate(gcd, clean), None)
+    assert others and others[0].objectives["style"] < 0.8
+    assert scored.objectives["style"] == 0.97 and scored.details["violations"] == 0
 
 
 def test_identical_candidates_are_evaluated_once(scorer, gcd):

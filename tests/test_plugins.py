@@ -1,4 +1,10 @@
-"""The plugin system, exercised through real distributions found by their entry points."""
+"""The plugin system, exercised through real distributions found by their entry points.
+
+In-process tests put a distribution's folder on sys.path (where importlib.metadata finds
+it exactly as it finds a pip-installed package) and name it in CORAL_PLUGINS; subprocess
+tests do the same through PYTHONPATH. Entry-point autoloading is off in every test
+(conftest), so only built-ins and the plugins a test installs are ever loaded.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,14 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, coral_env, run_coral
-from coral_core import hookspecs
+from coral_core import hookspecs, plugins
+from coral_core.errors import UserError
+from coral_core.protocols import Executor
 from plugin_kit import echo_model_distribution, kitchen_sink_distribution, make_distribution
 
 HOOKS = [name for name, _ in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -28,8 +37,13 @@ def test_every_hook_is_documented_with_its_exact_signature(hook):
 
 
 @pytest.mark.parametrize("hook", HOOKS)
-def test_every_hook_has_a_test_of_its_own(hook):
-    assert f"test_hook_{hook}" in globals(), f"tests/test_plugins.py has no test_hook_{hook}"
+def test_every_hook_has_a_test_of_its_own(hook, kitchen_run):
+    """A test named for the hook, that uses the kitchen-sink run, in which Coral really
+    called the kitchen-sink plugin's implementation of the hook."""
+    test = globals().get(f"test_hook_{hook}")
+    assert test is not None, f"tests/test_plugins.py has no test_hook_{hook}"
+    assert "kitchen_run" in inspect.signature(test).parameters, f"test_hook_{hook}"
+    assert hook in kitchen_run["called"], f"Coral never called the plugin's {hook}"
 
 
 def _documented_files() -> dict[str, str]:
@@ -52,7 +66,7 @@ def test_documented_example_package_installs_and_its_objective_reaches_a_run(tmp
     assert install.returncode == 0, install.stderr
     assert list(site.glob("coral_brevity-1.0.0.dist-info/entry_points.txt"))
     echo_model_distribution(site)
-    env = coral_env(data_dir, PYTHONPATH=str(site))
+    env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="brevity,echo")
 
     listed = run_coral("plugins", "list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
@@ -80,12 +94,18 @@ def test_documented_example_package_installs_and_its_objective_reaches_a_run(tmp
 def kitchen_run(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("kitchen")
     site = kitchen_sink_distribution(root / "site")
-    events = root / "events.jsonl"
-    env = coral_env(data_dir, PYTHONPATH=str(site), KITCHEN_EVENTS=str(events))
+    events, called = root / "events.jsonl", root / "called.txt"
+    env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="kitchen",
+                    KITCHEN_EVENTS=str(events), KITCHEN_HOOKS=str(called))
     result = run_coral("run", "--plugin", "arith", "--out", str(root / "run"), "--json", env=env)
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in events.read_text().splitlines()]
-    return {"summary": json.loads(result.stdout), "events": lines, "env": env, "root": root}
+    return {"summary": json.loads(result.stdout), "events": lines, "env": env, "root": root,
+            "site": site, "called": set(called.read_text().split())}
+
+
+def _lifecycle(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["event"] != "executor"]
 
 
 def test_hook_coral_register_datasets(kitchen_run):
@@ -118,6 +138,24 @@ def test_hook_coral_register_search_strategies(kitchen_run):
     assert trials == {0, 1}
 
 
+def test_hook_coral_register_executors(kitchen_run, monkeypatch):
+    calls = [e["call"] for e in kitchen_run["events"] if e["event"] == "executor"]
+    assert "generate" in calls and "submit" in calls, "the run went through 'inline'"
+    monkeypatch.syspath_prepend(str(kitchen_run["site"]))
+    monkeypatch.setenv("CORAL_PLUGINS", "kitchen")
+    plugins.reset()
+    entry = plugins.registry().get("executors", "inline")
+    assert entry.plugin == "kitchen"
+    assert plugins.registry().get("executors", "local").plugin == "coral_core.executors.local"
+    executor = entry.factory({"executor": "inline", "workers": 1})
+    try:
+        assert isinstance(executor, Executor) and executor.name == "inline"
+        assert executor.settings == {"executor": "inline", "workers": 1}
+    finally:
+        executor.close()
+    assert executor.closed is True
+
+
 def test_hook_coral_register_experiments(kitchen_run):
     summary = kitchen_run["summary"]
     assert summary["samples"] == 2 and summary["split"] == "all"
@@ -129,7 +167,7 @@ def test_hook_coral_run_started(kitchen_run):
     started = [e for e in kitchen_run["events"] if e["event"] == "started"]
     assert started == [{"event": "started", "run_dir": str(kitchen_run["root"] / "run"),
                         "resumed": False, "split": "all"}]
-    assert kitchen_run["events"][0]["event"] == "started"
+    assert _lifecycle(kitchen_run["events"])[0]["event"] == "started"
 
 
 def test_hook_coral_record_written(kitchen_run):
@@ -141,8 +179,8 @@ def test_hook_coral_record_written(kitchen_run):
 
 
 def test_hook_coral_run_finished(kitchen_run):
-    assert kitchen_run["events"][-1] == {"event": "finished", "fixed": 1,
-                                         "objectives": ["bugfix", "shortness"]}
+    assert _lifecycle(kitchen_run["events"])[-1] == {"event": "finished", "fixed": 1,
+                                                     "objectives": ["bugfix", "shortness"]}
 
 
 # -------------------------------------------------------------- discovery and blocking
@@ -152,16 +190,22 @@ def test_third_party_plugin_is_listed_with_its_distribution(kitchen_run):
     kitchen = next(p for p in listed if p["name"] == "kitchen")
     assert kitchen["source"] == "coral-kitchen-sink 2.3.4"
     assert kitchen["models"] == ["doubler"] and kitchen["objectives"] == ["shortness"]
-    assert len(kitchen["hooks"]) == len(HOOKS)
-    builtin = {p["name"] for p in listed if p["source"] == "builtin"}
-    assert {"quixbugs", "baseline", "hf", "openai", "tests", "style", "security", "syntax",
-            "runtime", "single"} <= builtin
+    assert kitchen["executors"] == ["inline"]
+    assert sorted(kitchen["hooks"]) == sorted(HOOKS)
+    builtin = {p["name"]: p for p in listed if p["source"] == "builtin"}
+    assert {name: builtin[name].get("models") for name in BUILTIN_MODELS} == BUILTIN_MODELS
+    assert builtin["coral_plugins.evaluators.style"]["evaluators"] == ["style"]
+
+
+BUILTIN_MODELS = {"coral_plugins.models.baseline": ["baseline"],
+                  "coral_plugins.models.hf": ["hf"], "coral_plugins.models.openai": ["openai"]}
 
 
 def test_disabled_plugins_are_not_loaded(kitchen_run, data_dir):
-    env = {**kitchen_run["env"], "CORAL_DISABLE_PLUGINS": "style, kitchen"}
+    env = {**kitchen_run["env"], "CORAL_DISABLE_PLUGINS": "coral_plugins.evaluators.style, kitchen"}
     names = {p["name"] for p in json.loads(run_coral("plugins", "list", "--json", env=env).stdout)}
-    assert "style" not in names and "kitchen" not in names and "security" in names
+    assert "coral_plugins.evaluators.style" not in names and "kitchen" not in names
+    assert "coral_plugins.evaluators.security" in names
     result = run_coral("run", "--plugin", "quixbugs", "--out", str(kitchen_run["root"] / "x"),
                        env=env)
     assert result.returncode == 2 and "unknown evaluator 'style'" in result.stderr
@@ -175,14 +219,131 @@ def test_two_plugins_registering_one_name_is_an_error(tmp_path, data_dir):
         def coral_register_evaluators(register):
             register("tests", object)
     '''}, {"impostor": "coral_impostor"})
-    result = run_coral("plugins", "list", env=coral_env(data_dir, PYTHONPATH=str(site)))
+    result = run_coral("plugins", "list", env=coral_env(data_dir, PYTHONPATH=str(site),
+                                                        CORAL_PLUGINS="impostor"))
     assert result.returncode == 2
-    assert "evaluators name 'tests' is registered by both" in result.stderr
-    assert "'impostor'" in result.stderr and "CORAL_DISABLE_PLUGINS" in result.stderr
+    assert ("evaluators name 'tests' is registered by both 'coral_plugins.evaluators.tests' "
+            "and 'impostor'; disable one with CORAL_DISABLE_PLUGINS") in result.stderr
 
 
 def test_plugin_that_fails_to_import_is_named(tmp_path, data_dir):
     site = make_distribution(tmp_path / "site", "coral-broken", {"coral_broken": "import nope\n"},
                              {"broken": "coral_broken"})
-    result = run_coral("plugins", "list", env=coral_env(data_dir, PYTHONPATH=str(site)))
+    result = run_coral("plugins", "list", env=coral_env(data_dir, PYTHONPATH=str(site),
+                                                        CORAL_PLUGINS="broken"))
     assert result.returncode == 2 and "plugin 'broken' failed to load" in result.stderr
+
+
+# -------------------------------------------------------------- names and autoloading, in process
+
+TERSE = '''
+    from coral_core.hookspecs import hookimpl
+    from coral_core.types import Evaluation
+
+
+    class Terse:
+        name = "terse"
+        objectives = ("terse",)
+
+        def evaluate(self, candidate, context):
+            return Evaluation({"terse": 1.0})
+
+
+    @hookimpl
+    def coral_register_evaluators(register):
+        register("terse", Terse)
+'''
+
+
+def _install(root: Path, module: str, entry_point: str) -> Path:
+    """A distribution providing the `terse` evaluator from `module` under `entry_point`."""
+    return make_distribution(root, f"coral-{module.replace('_', '-')}", {module: TERSE},
+                             {entry_point: module})
+
+
+def _loaded(monkeypatch, site: Path, **env: str) -> plugins.Registry:
+    monkeypatch.syspath_prepend(str(site))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    plugins.reset()
+    return plugins.registry()
+
+
+def _names(registry: plugins.Registry) -> list[str]:
+    return [info.name for info in registry.plugins]
+
+
+def test_builtins_are_registered_under_their_dotted_module_names():
+    registry = plugins.registry()
+    assert _names(registry) == list(plugins.BUILTIN_PLUGINS)
+    assert all(info.source == "builtin" for info in registry.plugins)
+    assert registry.get("evaluators", "style").plugin == "coral_plugins.evaluators.style"
+    assert registry.get("models", "hf").plugin == "coral_plugins.models.hf"
+
+
+def test_a_third_party_plugin_named_like_a_builtin_loads_beside_it(tmp_path, monkeypatch):
+    site = _install(tmp_path, "coral_terse_style", "style")
+    registry = _loaded(monkeypatch, site, CORAL_PLUGINS="style")
+    assert _names(registry)[-1] == "style"
+    assert "coral_plugins.evaluators.style" in _names(registry)
+    third_party = next(info for info in registry.plugins if info.name == "style")
+    assert third_party.source == "coral-coral-terse-style 0.1.0"
+    assert registry.get("evaluators", "terse").plugin == "style"
+    assert registry.get("evaluators", "style").plugin == "coral_plugins.evaluators.style"
+
+
+def test_autoload_off_loads_only_the_named_entry_points(tmp_path, monkeypatch):
+    site = _install(tmp_path, "coral_terse_quiet", "quiet")
+    assert "quiet" not in _names(_loaded(monkeypatch, site))  # conftest: autoload is off
+    assert _names(_loaded(monkeypatch, site, CORAL_PLUGINS="quiet"))[-1] == "quiet"
+    monkeypatch.delenv("CORAL_PLUGINS")
+    assert _names(_loaded(monkeypatch, site, CORAL_DISABLE_PLUGIN_AUTOLOAD="0"))[-1] == "quiet"
+    monkeypatch.delenv("CORAL_DISABLE_PLUGIN_AUTOLOAD")
+    assert _names(_loaded(monkeypatch, site))[-1] == "quiet"  # autoload is the default
+
+
+def test_disabling_wins_and_blocks_by_exact_name(tmp_path, monkeypatch):
+    site = _install(tmp_path, "coral_terse_blocked", "blocked")
+    registry = _loaded(monkeypatch, site, CORAL_PLUGINS="blocked",
+                       CORAL_DISABLE_PLUGINS="blocked,coral_plugins.evaluators.style")
+    assert "blocked" not in _names(registry)
+    assert not {"style", "terse"} & set(registry.names("evaluators"))
+    assert "tests" in registry.names("evaluators")
+    registry = _loaded(monkeypatch, site, CORAL_DISABLE_PLUGINS="style")  # no plugin's name
+    assert "style" in registry.names("evaluators") and "blocked" in _names(registry)
+
+
+def test_naming_an_entry_point_that_is_not_installed_is_an_error(monkeypatch):
+    monkeypatch.setenv("CORAL_PLUGINS", "nowhere")
+    with pytest.raises(UserError, match="CORAL_PLUGINS names 'nowhere', but no installed"):
+        plugins.registry()
+
+
+def test_an_entry_point_named_like_a_builtin_module_is_an_error(tmp_path, monkeypatch):
+    site = _install(tmp_path, "coral_terse_clash", "coral_plugins.evaluators.style")
+    with pytest.raises(UserError, match="two plugins are named 'coral_plugins.evaluators.style': "
+                                        "builtin and coral-coral-terse-clash 0.1.0"):
+        _loaded(monkeypatch, site, CORAL_PLUGINS="coral_plugins.evaluators.style")
+
+
+def test_register_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path, monkeypatch):
+    """A hook-call monitor sees every call, which a direct call of the function would
+    bypass; each call reaches exactly one plugin's implementation."""
+    site = _install(tmp_path, "coral_terse_traced", "traced")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("CORAL_PLUGINS", "traced")
+    manager, _ = plugins._make_manager()
+    seen: list[tuple[str, list[str]]] = []
+    manager.add_hookcall_monitoring(
+        lambda name, impls, kwargs: seen.append((name, [i.plugin_name for i in impls])),
+        lambda outcome, name, impls, kwargs: None)
+    found = plugins._collect(manager, "evaluators")
+    assert seen == [("coral_register_evaluators", [name]) for name in (
+        "coral_plugins.evaluators.tests", "coral_plugins.evaluators.style",
+        "coral_plugins.evaluators.security", "coral_plugins.evaluators.syntax",
+        "coral_plugins.evaluators.runtime", "traced")]
+    assert {name: entry.plugin for name, entry in found.items()} == {
+        "tests": "coral_plugins.evaluators.tests", "style": "coral_plugins.evaluators.style",
+        "security": "coral_plugins.evaluators.security",
+        "syntax": "coral_plugins.evaluators.syntax",
+        "runtime": "coral_plugins.evaluators.runtime", "terse": "traced"}

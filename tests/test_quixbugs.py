@@ -8,7 +8,11 @@ import json
 import pytest
 
 from coral_core.errors import UserError
+from coral_core.types import Prompt, Success, TrainingExample
 from coral_plugins.datasets.quixbugs import EXTRA, TEST, TRAIN, QuixBugs, make_prompt
+
+GCD_BUGGY = ("def gcd(a, b):\n    if b == 0:\n        return a\n    else:\n"
+             "        return gcd(a % b, b)\n")
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +38,41 @@ def test_training_data_is_96_examples_from_training_problems_only(quixbugs):
     examples = quixbugs.training_examples()
     assert len(examples) == 96
     assert {e.task_id for e in examples} == set(TRAIN)
-    assert len({e.instruction for e in examples if e.task_id == "gcd"}) == 4
+    assert len({e.prompt for e in examples if e.task_id == "gcd"}) == 4
     with pytest.raises(UserError, match="contamination: .*refused: sieve"):
         quixbugs.training_examples(["gcd", "sieve"])
 
 
+def test_training_examples_are_rendered_by_the_data_set(quixbugs, data_dir):
+    """The evaluation prompt's shape with each instruction variant; the answer is the
+    corrected program and the fence that closes the prompt's open one."""
+    folder = data_dir / "quixbugs"
+    buggy = (folder / "python_programs" / "gcd.py").read_text()
+    fixed = (folder / "correct_python_programs" / "gcd.py").read_text()
+    assert buggy.startswith(GCD_BUGGY)  # the pinned upstream program, then its docstring
+    body = ("\n\nBuggy Code:\n```python\n" + buggy.strip("\n") + "\n```\n\n"
+            "Provide the corrected Python code:\n```python\n")
+    instructions = ["Fix the bug in this Python function from gcd:",
+                    "Debug and correct the following Python code for gcd:",
+                    "The following function has a bug. Provide the corrected version:",
+                    "Analyze and fix the error in this gcd implementation:"]
+    assert quixbugs.training_examples(["gcd"]) == [
+        TrainingExample("gcd", Prompt(instruction=instruction + body),
+                        answer=fixed.strip("\n") + "\n```", source=buggy.strip("\n"),
+                        solution=fixed.strip("\n"))
+        for instruction in instructions]
+
+
 def test_prompt_is_seed_000s_with_the_buggy_program(quixbugs):
-    task = quixbugs.task("sieve")
-    assert task.prompt == make_prompt("sieve", task.source)
-    assert task.prompt.startswith("Fix the buggy Python function in sieve.py\n")
-    assert task.prompt.endswith("Provide the corrected Python code:\n```python\n")
-    assert task.source.strip() in task.prompt and task.reference not in task.prompt
+    task = quixbugs.task("gcd")
+    assert task.prompt == Prompt(instruction=(
+        "Fix the buggy Python function in gcd.py\n\n"
+        "The function has a bug that needs to be corrected. Analyze the code and provide the "
+        "fixed version.\n\nBuggy Code:\n```python\n" + task.source.strip("\n") + "\n```\n\n"
+        "Provide the corrected Python code:\n```python\n"))
+    assert task.prompt.instruction == make_prompt("gcd", task.source)
+    assert task.source.startswith(GCD_BUGGY) and task.reference not in task.prompt.instruction
+    assert task.success == Success("bugfix", 1.0)
 
 
 def test_json_problems_follow_the_upstream_comparisons(quixbugs, data_dir):

@@ -54,9 +54,14 @@ INSTRUCTIONS = (
     "Analyze and fix the error in this {name} implementation:",
 )
 
-PROMPT = """Fix the buggy Python function in {name}.py
+# The evaluation prompt's instruction (seed 000); training examples use INSTRUCTIONS instead.
+EVALUATION_INSTRUCTION = (
+    "Fix the buggy Python function in {name}.py\n\n"
+    "The function has a bug that needs to be corrected. Analyze the code and provide the "
+    "fixed version."
+)
 
-The function has a bug that needs to be corrected. Analyze the code and provide the fixed version.
+PROMPT = """{instruction}
 
 Buggy Code:
 ```python
@@ -67,9 +72,19 @@ Provide the corrected Python code:
 ```python
 """
 
+CLOSING_FENCE = "\n```"  # what a model writes after the corrected code
 
-def make_prompt(name: str, buggy_code: str) -> str:
-    return PROMPT.format(name=name, code=buggy_code.strip("\n"))
+
+def make_prompt(name: str, buggy_code: str, instruction: str = EVALUATION_INSTRUCTION) -> str:
+    """The prompt text: `instruction`, the buggy program in a fenced block, and an open
+    ```python fence where the answer goes. Evaluation and training prompts share it."""
+    return PROMPT.format(instruction=instruction.format(name=name),
+                         code=buggy_code.strip("\n"))
+
+
+def make_answer(fixed_code: str) -> str:
+    """What a model should write after the prompt: the corrected program and the fence."""
+    return fixed_code.strip("\n") + CLOSING_FENCE
 
 
 def split_of(problem: str) -> str:
@@ -116,9 +131,11 @@ class QuixBugs:
             cases = tuple(case for case in cases if not case.slow)
         support = (("node", self._read("python_testcases", "node.py")),) if setup else ()
         return Task(
-            id=problem, dataset=NAME, split=split, prompt=make_prompt(problem, buggy),
+            id=problem, dataset=NAME, split=split,
+            prompt=Prompt(instruction=make_prompt(problem, buggy)),
             source=buggy, reference=self._read("correct_python_programs", f"{problem}.py"),
             execution=ExecutionSpec(module=problem, cases=cases, support=support, setup=setup),
+            success=Success("bugfix", 1.0),
             seen_in_training=split == "train",
             metadata={"entry_point": problem},
         )
@@ -142,7 +159,10 @@ class QuixBugs:
         return extract_python(text, task.metadata.get("entry_point"))
 
     def training_examples(self, problems: Sequence[str] = ()) -> list[TrainingExample]:
-        """4 instruction variants per training problem (96 for all 24)."""
+        """4 instruction variants per training problem (96 for all 24), rendered here: the
+        prompt has the evaluation prompt's shape with the variant as its instruction, the
+        answer is the corrected program and the closing fence; `source` / `solution` are
+        the buggy and the corrected program."""
         names = list(problems) or list(TRAIN)
         outside = [p for p in names if p not in TRAIN]
         if outside:
@@ -155,8 +175,10 @@ class QuixBugs:
             buggy = self._read("python_programs", f"{problem}.py").strip("\n")
             fixed = self._read("correct_python_programs", f"{problem}.py").strip("\n")
             for template in INSTRUCTIONS:
-                examples.append(
-                    TrainingExample(problem, template.format(name=problem), buggy, fixed))
+                examples.append(TrainingExample(
+                    problem, prompt=Prompt(instruction=make_prompt(problem, buggy, template)),
+                    answer=make_answer(fixed), source=buggy, solution=fixed,
+                ))
         return examples
 
     @staticmethod

@@ -50,7 +50,7 @@ class StyleEvaluator:
             totals = _totals(report.get_statistics(""))
             codes = sorted(c for c, n in totals.items() if n > self._totals.get(c, 0))
             self._totals = totals
-        count = report.total_errors
+            count = report.total_errors  # read under the lock: the next check resets it
         return Evaluation({"style": style_score(count)}, {"violations": count, "codes": codes[:20]})
 
 

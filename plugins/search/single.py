@@ -8,11 +8,10 @@ from coral_core.hookspecs import hookimpl
 
 
 class SingleConfiguration:
-    """Asks once for no overrides; remembers what it was told."""
+    """Asks once for no overrides."""
 
     def __init__(self) -> None:
         self._asked = False
-        self.results: list[tuple[Mapping[str, Any], Mapping[str, float]]] = []
 
     def ask(self) -> list[Mapping[str, Any]]:
         if self._asked:
@@ -21,7 +20,13 @@ class SingleConfiguration:
         return [{}]
 
     def tell(self, results: Sequence[tuple[Mapping[str, Any], Mapping[str, float]]]) -> None:
-        self.results.extend(results)
+        pass
+
+    def state(self) -> dict[str, Any]:
+        return {"asked": self._asked}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._asked = bool(state["asked"])
 
 
 @hookimpl

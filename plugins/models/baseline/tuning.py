@@ -4,9 +4,9 @@ For each training problem that a single edit can fix, the prior is learned from 
 other training problems, and the held-out problem's chance of being fixed by `samples`
 draws is computed exactly from the sampling distribution (1 - (1 - p_fix) ** samples).
 Their sum is the expected number of held-out problems fixed; `SHRINK` in
-baseline_prior is the value that maximises it. Test and extra problems play no part.
+`prior` is the value that maximises it. Test and extra problems play no part.
 
-Run ``python -m coral_plugins.models.baseline_tuning [DATA_DIR]`` to redo the choice.
+Run ``python -m coral_plugins.models.baseline.tuning [DATA_DIR]`` to redo the choice.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Iterable, Sequence
 
 from coral_core.types import SamplingParams, TrainingExample
 
-from .baseline_prior import prior_from_labels, problem_pairs
-from .baseline_render import Origin, Variant, enumerate_variants, normalized
-from .baseline_sampling import rank, sampling_distribution
+from .prior import prior_from_labels, problem_pairs
+from .render import Origin, Variant, enumerate_variants, normalized
+from .sampling import rank, sampling_distribution
 
 log = logging.getLogger(__name__)
 

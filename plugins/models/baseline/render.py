@@ -18,8 +18,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
-from .baseline_edits import Edit, enumerate_edits
-from .baseline_sites import Slot, slots
+from .edits import Edit, enumerate_edits
+from .sites import Slot, slots
 
 
 @dataclass(frozen=True)

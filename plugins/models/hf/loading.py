@@ -1,8 +1,8 @@
 """Loading a Hugging Face causal LM: where it comes from, on which device, in which dtype.
 
-Shared by inference (`hf.py`), adapter training (`hf_adapters.py`) and the benchmarks, so
-that all three read a model, pick a device and render a prompt the same way. torch and
-transformers are imported inside the functions: importing this module stays cheap.
+Shared by inference (`model.py`), adapter training (`adapters.py`) and the benchmarks, so
+that all three read a model and pick a device the same way (`prompts` renders prompts).
+torch and transformers are imported inside the functions: importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -123,27 +123,3 @@ def _load_failure(what: str, source: ModelSource, error: Exception) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     hint = "" if source.local else f"; {OFFLINE_HINT}"
     return f"hf model: cannot load the {what} of '{source.location}': {first_line}{hint}"
-
-
-def wants_chat_template(tokenizer: Any, option: bool | None) -> bool:
-    """`None` uses the chat template when the tokenizer has one; True insists on it."""
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if option is None:
-        return has_template
-    if option and not has_template:
-        raise UserError("hf model: chat_template = true, but the tokenizer has no chat template")
-    return bool(option)
-
-
-def render_prompt(tokenizer: Any, prompt: str, chat: bool) -> tuple[str, bool]:
-    """The text to tokenize and whether the tokenizer should add its special tokens.
-
-    With a chat template the prompt becomes one user message followed by the assistant
-    turn's opening; the template then carries any BOS token itself.
-    """
-    if not chat:
-        return prompt, True
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-    )
-    return text, False

@@ -1,6 +1,13 @@
 """The OpenAI-compatible client behind ``--model openai:MODEL`` (imported when used).
 
-Works with vLLM, Ollama, llama.cpp's server, ``transformers serve`` and hosted APIs. One
+Works with vLLM, Ollama, llama.cpp's server, ``transformers serve`` and hosted APIs.
+
+Prompts: the chat endpoint (`mode = "chat"`) gets `Prompt.as_messages()` (an instruction
+is one user turn; option `system_prompt` adds a system turn unless the prompt has its
+own); the completions endpoint gets the instruction text (a chat of one user turn is
+sent as its text; longer chats are refused). An infilling prompt always goes to the
+completions endpoint, as `prompt` = prefix and `suffix` = suffix (OpenAI's `suffix`
+field; servers without FIM support refuse or ignore it). One
 Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
 ignore ``n``) are topped up with further requests, so exactly ``n`` come back. Requests
 run on a bounded thread pool, and transient failures (429, 5xx, timeouts, dropped
@@ -27,9 +34,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from coral_core.errors import UserError
-from coral_core.types import Generation, GenerationRequest
+from coral_core.stops import cut_at_stop
+from coral_core.types import Generation, GenerationRequest, Prompt
 
-from .openai_retry import Backoff, is_retryable_status, parse_retry_after
+from .retry import Backoff, is_retryable_status, parse_retry_after
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +182,8 @@ class _Aborted(Exception):
 class OpenAIModel:
     """Completes Coral requests on an OpenAI-compatible server (see the module docstring)."""
 
+    supports_adapters = False  # serve an adapter as its own model instead (vLLM --lora-modules)
+
     def __init__(self, model: str, options: OpenAIOptions) -> None:
         self.model = model
         self.name = f"openai:{model}"
@@ -226,11 +236,12 @@ class OpenAIModel:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         """Exactly `request.params.n` generations per request, in request order."""
         for request in requests:
-            if request.adapter is not None:
+            if request.adapter is not None:  # refused before a run starts; kept for callers
                 raise UserError(
                     "openai: adapters cannot be applied per request on a server; serve the "
                     "adapter as its own model (e.g. vLLM --lora-modules) and use openai:NAME"
                 )
+            self._prompt_fields(request.prompt)  # an unsendable prompt fails before any call
             self._warn_unsent(request)
         before = self.stats
         slots = [_Slot() for _ in requests]
@@ -316,15 +327,31 @@ class OpenAIModel:
         }
         if params.stop:
             body["stop"] = list(params.stop)
-        if self.options.mode == "chat":
-            messages = [{"role": "user", "content": request.prompt}]
-            if self.options.system_prompt:
-                messages.insert(0, {"role": "system", "content": self.options.system_prompt})
-            body["messages"] = messages
-        else:
-            body["prompt"] = request.prompt
+        body.update(self._prompt_fields(request.prompt)[1])
         body.update(self.options.extra_body)
         return body
+
+    def _endpoint(self, prompt: Prompt) -> str:
+        """"chat" or "completions": infilling needs the completions endpoint's `suffix`."""
+        return "completions" if prompt.kind == "infill" else self.options.mode
+
+    def _prompt_fields(self, prompt: Prompt) -> tuple[str, dict[str, Any]]:
+        """The endpoint and the body fields that carry `prompt` (see the module docstring)."""
+        endpoint = self._endpoint(prompt)
+        if prompt.kind == "infill":
+            return endpoint, {"prompt": prompt.prefix or "", "suffix": prompt.suffix or ""}
+        turns = prompt.as_messages()
+        if endpoint == "chat":
+            messages = [{"role": m.role, "content": m.content} for m in turns]
+            if self.options.system_prompt and not any(m.role == "system" for m in turns):
+                messages.insert(0, {"role": "system", "content": self.options.system_prompt})
+            return endpoint, {"messages": messages}
+        if len(turns) == 1 and turns[0].role == "user":
+            return endpoint, {"prompt": turns[0].content}
+        raise UserError(
+            f"openai: the prompt is a chat of {len(turns)} turns, which the completions "
+            "endpoint cannot take; use mode = \"chat\""
+        )
 
     def _call(self, request: GenerationRequest, count: int, call: int,
               abort: threading.Event) -> list[Generation]:
@@ -332,7 +359,8 @@ class OpenAIModel:
 
         `call` numbers the calls made for this request (0 first, then top-ups).
         """
-        path = "/chat/completions" if self.options.mode == "chat" else "/completions"
+        endpoint = self._endpoint(request.prompt)
+        path = "/chat/completions" if endpoint == "chat" else "/completions"
         body = self._body(request, count, call)
         headers = {CALL_ID_HEADER: uuid.uuid4().hex}
         client, failures, tried_single = self._http(), 0, False
@@ -354,7 +382,8 @@ class OpenAIModel:
                 status = response.status_code
                 if response.is_success:
                     try:
-                        samples = self._parse(response.json(), request, time.perf_counter() - start)
+                        samples = self._parse(response.json(), request, endpoint,
+                                              time.perf_counter() - start)
                     except (ValueError, KeyError, TypeError, IndexError) as error:
                         kind = "malformed"
                         detail = f"unusable reply ({type(error).__name__}: {error})"
@@ -393,7 +422,7 @@ class OpenAIModel:
             if abort.wait(delay):
                 raise _Aborted()
 
-    def _parse(self, data: Mapping[str, Any], request: GenerationRequest,
+    def _parse(self, data: Mapping[str, Any], request: GenerationRequest, endpoint: str,
                seconds: float) -> list[Generation]:
         choices = sorted(data["choices"], key=lambda choice: choice.get("index", 0))
         if not choices:
@@ -404,23 +433,17 @@ class OpenAIModel:
         completion_tokens = usage.get("completion_tokens") if len(choices) == 1 else None
         samples = []
         for choice in choices:
-            if self.options.mode == "chat":
+            if endpoint == "chat":
                 text = (choice["message"] or {}).get("content") or ""
             else:
                 text = choice["text"] or ""
-            text, cut = _cut_at_stop(text, request.params.stop)
+            text, cut = cut_at_stop(text, request.params.stop)
             samples.append(Generation(
                 text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                 seconds=seconds / len(choices),
                 finish_reason="stop" if cut else str(choice.get("finish_reason") or ""),
             ))
         return samples
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Drop everything from the first stop sequence on (some servers keep it in the text)."""
-    cuts = [position for position in (text.find(s) for s in stop if s) if position >= 0]
-    return (text[:min(cuts)], True) if cuts else (text, False)
 
 
 def _refuses_n(response: httpx.Response) -> bool:

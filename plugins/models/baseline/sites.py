@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator
 
-from .baseline_scope import ModuleNames, Scope, function_scope, module_names
+from .scope import ModuleNames, Scope, function_scope, module_names
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 

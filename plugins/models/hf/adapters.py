@@ -1,10 +1,10 @@
 """Training a LoRA or DoRA adapter for a base model, cached by content (`train_adapter`).
 
-This is the entry point the evolution search calls for each genome's heavy genes. The
-training prompt is the evaluation prompt's shape (instruction, buggy code in a ```python
-block, "Provide the corrected Python code:" and an open ```python fence), rendered through
-the chat template exactly as `HFModel` renders prompts, and the loss is taken on the
-answer tokens only (the corrected code, the closing fence and EOS).
+This is the entry point the evolution search calls for each genome's heavy genes. The data
+set renders each example (`TrainingExample.prompt`, in its evaluation prompt's shape, and
+`answer`); here the prompt goes through `prompts.render_prompt`, the function `HFModel`
+renders prompts with at generation time, and the loss is taken on the answer tokens only
+(the answer, the chat template's closing of the assistant turn where there is one, and EOS).
 """
 
 from __future__ import annotations
@@ -21,33 +21,21 @@ from typing import Any, Callable, Sequence
 from coral_core.errors import UserError
 from coral_core.types import AdapterGenes, TrainingExample
 
-from .hf_adapter_cache import (
+from coral_core.atomic import publish_dir
+
+from .adapter_cache import (
     cached_adapter, data_digest, default_cache_dir, key_components, key_digest, key_lock,
-    model_identity, publish,
+    model_identity,
 )
-from .hf_loading import (
-    ModelSource, load_model, load_tokenizer, render_prompt, resolve_device, resolve_dtype,
-    resolve_source, wants_chat_template,
+from .loading import (
+    ModelSource, load_model, load_tokenizer, resolve_device, resolve_dtype, resolve_source,
 )
+from .prompts import check_supported, render_answer, render_prompt, wants_chat_template
 
 log = logging.getLogger(__name__)
 
-PROMPT_FORMAT = 1  # bump when `training_prompt`/`training_answer` change (it is in the key)
+RENDER_FORMAT = 2  # bump when how an example becomes tokens changes (it is in the key)
 ADAPTER_KINDS = ("lora", "dora")
-
-
-def training_prompt(example: TrainingExample) -> str:
-    """The prompt, in the evaluation prompt's shape (see the quixbugs dataset's PROMPT)."""
-    code = example.input.strip("\n")
-    return (
-        f"{example.instruction}\n\nBuggy Code:\n```python\n{code}\n```\n\n"
-        "Provide the corrected Python code:\n```python\n"
-    )
-
-
-def training_answer(example: TrainingExample) -> str:
-    """What the model learns to write after the prompt: the fixed code and a closing fence."""
-    return example.output.strip("\n") + "\n```"
 
 
 @dataclass(frozen=True)
@@ -63,7 +51,7 @@ class TrainingSettings:
     batch_size: int = 8
     max_length: int = 1024
     chat_template: bool | None = None
-    prompt_format: int = PROMPT_FORMAT
+    render_format: int = RENDER_FORMAT
 
 
 def train_adapter(
@@ -92,7 +80,7 @@ def train_adapter(
     train and are not part of the key.
     """
     settings = TrainingSettings(
-        steps, epochs, learning_rate, batch_size, max_length, chat_template, PROMPT_FORMAT
+        steps, epochs, learning_rate, batch_size, max_length, chat_template, RENDER_FORMAT
     )
     plan = plan_training(base_model, genes, examples, settings, seed, revision)
     cache = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
@@ -111,7 +99,7 @@ def train_adapter(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        entry = publish(staging, cache, key)
+        entry = publish_dir(staging, cache / key)
     log.info("trained adapter %s in %.1f s", entry, record["seconds"])
     return entry
 
@@ -139,6 +127,8 @@ def plan_training(
         raise UserError(f"adapter kind must be one of {ADAPTER_KINDS}, not '{genes.kind}'")
     if not examples:
         raise UserError("adapter training needs at least one training example")
+    for example in examples:
+        check_supported(example.prompt, f"hf:{base_model}")
     source = resolve_source(base_model, revision)
     identity = model_identity(source)
     if not source.local:
@@ -170,7 +160,8 @@ def _train(
     tokenizer = load_tokenizer(source)
     tokenizer.padding_side = "right"
     chat = wants_chat_template(tokenizer, settings.chat_template)
-    rows = [tokenize_example(tokenizer, ex, chat, settings.max_length) for ex in plan.examples]
+    rows = [tokenize_example(tokenizer, example, chat, settings.max_length, f"hf:{source.location}")
+            for example in plan.examples]
     rows = [row for row in rows if row is not None]
     if not rows:
         raise UserError(f"no training example fits in max_length={settings.max_length} tokens")
@@ -223,22 +214,16 @@ def _train(
 
 
 def tokenize_example(
-    tokenizer: Any, example: TrainingExample, chat: bool, max_length: int
+    tokenizer: Any, example: TrainingExample, chat: bool, max_length: int, model: str = "hf",
 ) -> dict[str, list[int]] | None:
     """input_ids/labels with the prompt labelled -100, so only the answer is learned.
 
-    The prompt and the answer are tokenized apart, as at evaluation time the prompt is
-    tokenized alone and the model continues it. None when no answer token fits.
+    The prompt is rendered by `render_prompt` and tokenized alone, exactly as `HFModel`
+    tokenizes it at generation time, and the answer (`render_answer`) apart: the model
+    learns to continue the prompt. None when no answer token fits.
     """
-    prompt_text, special = render_prompt(tokenizer, training_prompt(example), chat)
-    answer_text = training_answer(example)
-    if chat:
-        full = tokenizer.apply_chat_template(
-            [{"role": "user", "content": training_prompt(example)},
-             {"role": "assistant", "content": answer_text}], tokenize=False,
-        )
-        # the template's closing of the assistant turn belongs to the answer
-        answer_text = full[len(prompt_text):] if full.startswith(prompt_text) else answer_text
+    prompt_text, special = render_prompt(tokenizer, example.prompt, chat, model)
+    answer_text = render_answer(tokenizer, example.prompt, example.answer, chat, model)
     prompt = tokenizer(prompt_text, add_special_tokens=special)["input_ids"]
     answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
     eos = tokenizer.eos_token_id

@@ -1,10 +1,10 @@
 """The baseline's prior: which single edits fixed the training problems.
 
-For every training problem (its buggy and its correct program, both taken from
-`training_examples()`), every single-edit variant of the buggy program is compared with
-the correct program by normalised syntax tree (layout, comments, docstrings and the
-direction of comparisons ignored); nothing is executed. An edit "fixes" the problem
-when its variant matches.
+For every training problem (its buggy and its correct program: the `source` and
+`solution` of its `training_examples()`), every single-edit variant of the buggy program
+is compared with the correct program by normalised syntax tree (layout, comments,
+docstrings and the direction of comparisons ignored); nothing is executed. An edit
+"fixes" the problem when its variant matches.
 
 An edit's weight is the fix rate of its kind (fixing edits / edits proposed), shrunk
 towards its family's rate, and that towards the overall rate, so that a kind never seen
@@ -25,8 +25,8 @@ from typing import Iterable, Mapping, Sequence
 
 from coral_core.types import TrainingExample
 
-from .baseline_edits import KINDS
-from .baseline_render import Origin, Variant, enumerate_variants, normalized
+from .edits import KINDS
+from .render import Origin, Variant, enumerate_variants, normalized
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,12 @@ def _tally(pairs: Iterable[tuple[str, bool]]) -> Counts:
 
 
 def problem_pairs(examples: Iterable[TrainingExample]) -> dict[str, tuple[str, str]]:
-    """One (buggy, correct) pair per problem: its instruction variants share them."""
+    """One (buggy, correct) pair per problem, from the examples' `source` and `solution`
+    (its instruction variants share them); examples without both are skipped."""
     pairs: dict[str, tuple[str, str]] = {}
     for example in examples:
-        pairs.setdefault(example.task_id, (example.input, example.output))
+        if example.source and example.solution:
+            pairs.setdefault(example.task_id, (example.source, example.solution))
     return dict(sorted(pairs.items()))
 
 

@@ -4,10 +4,11 @@ parameters and seed whatever else shares its batch.
 transformers applies one GenerationConfig to a whole batch and samples from one global
 RNG, so a row's text would depend on its neighbours. Instead we run greedy decoding with
 `SeededSampler`: per row it applies the repetition penalty, temperature, top-k and top-p,
-then adds Gumbel noise drawn from the row's own `torch.Generator`, seeded from (request
-seed, sample index). The argmax of logits + Gumbel noise is an exact sample from the
-softmax (the Gumbel-max trick), so greedy decoding of the processed scores samples
-correctly. `RowStopper` ends each row at its own stop string, EOS or token budget.
+then adds Gumbel noise drawn from the row's own `torch.Generator`, seeded with
+`coral_core.seeds.sample_seed(request seed, sample index)`. The argmax of logits + Gumbel
+noise is an exact sample from the softmax (the Gumbel-max trick), so greedy decoding of
+the processed scores samples correctly. `RowStopper` ends each row at its own stop
+string, EOS or token budget.
 
 torch/transformers are imported lazily (see `build_sampler`/`build_stopper`), since the
 classes must subclass transformers' bases.
@@ -15,9 +16,10 @@ classes must subclass transformers' bases.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+from coral_core.seeds import sample_seed
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,6 @@ class RowSpec:
     stop: tuple[str, ...]
     seed: int
     sample_index: int
-
-
-def row_seed(seed: int, sample_index: int) -> int:
-    """A 63-bit generator seed for sample `sample_index` of a request seeded with `seed`."""
-    digest = hashlib.sha256(f"coral-sample:{seed}:{sample_index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
 
 
 def build_sampler(rows: Sequence[RowSpec], pad_lengths: Sequence[int], device: Any) -> Any:
@@ -57,7 +53,7 @@ def build_sampler(rows: Sequence[RowSpec], pad_lengths: Sequence[int], device: A
             self.sampled = [r.temperature > 0 for r in rows]
             self.filtered = any(r.top_k > 0 or 0 < r.top_p < 1 for r in rows)
             self.generators = [
-                torch.Generator(device=device).manual_seed(row_seed(r.seed, r.sample_index))
+                torch.Generator(device=device).manual_seed(sample_seed(r.seed, r.sample_index))
                 if r.temperature > 0 else None
                 for r in rows
             ]
@@ -144,9 +140,3 @@ def build_stopper(
             return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
     return RowStopper()
-
-
-def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    """The text before the earliest stop string (the stop string itself is dropped)."""
-    cut = min((pos for pos in (text.find(s) for s in stops if s) if pos >= 0), default=-1)
-    return text if cut < 0 else text[:cut]

@@ -1,28 +1,33 @@
 """Any OpenAI-compatible server as a Coral model: ``--model openai:MODEL``.
 
-The client lives in `openai_client` and is imported only when a run names this model, so
+The client lives in `client` and is imported only when a run names this model, so
 that other commands do not pay for httpx at start-up.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from coral_core.hookspecs import hookimpl
 
+_SUBMODULES = ("client", "retry")
+
 
 def create_model(target: str, **options: Any):
     """`--model openai:TARGET`; options from [model.options] plus base_url."""
-    from .openai_client import create_model as create
+    from .client import create_model as create
 
     return create(target, **options)
 
 
 def __getattr__(name: str) -> Any:
     """The client's names (OpenAIModel, OpenAIOptions, OpenAIRequestError...), lazily."""
-    from . import openai_client
-
-    return getattr(openai_client, name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("_"):  # probes such as __wrapped__ must not import httpx
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.client"), name)
 
 
 @hookimpl

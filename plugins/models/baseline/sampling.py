@@ -2,13 +2,13 @@
 
 A candidate's probability is proportional to weight ** (1 / temperature): temperature 1
 samples the prior as learned, lower sharpens it, 0 always gives the top-ranked
-candidate. Draws use `random.Random` seeded per sample (never Python's salted `hash()`,
-never set order), so the same seed gives the same text on every machine.
+candidate. Draws use `random.Random` seeded per sample (`coral_core.seeds.sample_seed`,
+never Python's salted `hash()`, never set order), so the same seed gives the same text on
+every machine.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from dataclasses import dataclass
@@ -16,8 +16,8 @@ from typing import Sequence
 
 from coral_core.types import SamplingParams
 
-from .baseline_prior import Prior
-from .baseline_render import Variant
+from .prior import Prior
+from .render import Variant
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,6 @@ def rank(variants: Sequence[Variant], prior: Prior) -> list[Ranked]:
     weighted = [Ranked(v.text, prior.weight(v)) for v in variants]
     order = sorted(range(len(weighted)), key=lambda i: (-weighted[i].weight, i))
     return [weighted[i] for i in order]
-
-
-def sample_seed(seed: int, index: int) -> int:
-    """Sample 0 uses the request seed itself (so n=1 and the first of n agree); sample
-    i > 0 a seed derived from (seed, i) with SHA-256."""
-    if index == 0:
-        return seed
-    digest = hashlib.sha256(f"coral-baseline/{seed}/{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
 
 
 def sampling_distribution(ranked: Sequence[Ranked],

@@ -3,10 +3,11 @@
 An adapter is stored under `cache_dir/<key>`, where the key is a sha256 over everything
 that decides what training produces: the base model's identity (for a local directory a
 digest of its config, tokenizer and weight files; for a hub id its resolved commit), the
-heavy genes, a digest of the training data, the training hyperparameters (with the prompt
-format) and the seed. Entries are written to a temporary directory and renamed into place,
-so a reader sees a complete adapter or none; a lock file keeps two processes from training
-the same key at once.
+heavy genes, a digest of the training data as rendered by its data set (each example's
+prompt digest and answer), the training hyperparameters (with the version of the
+rendering) and the seed. Entries are written to a temporary directory and renamed into
+place (`coral_core.atomic.publish_dir`), so a reader sees a complete adapter or none; a
+lock file keeps two processes from training the same key at once.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
-import shutil
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -26,11 +24,11 @@ from coral_core.data import cache_root
 from coral_core.errors import UserError
 from coral_core.types import AdapterGenes, TrainingExample
 
-from .hf_loading import OFFLINE_HINT, ModelSource
+from .loading import OFFLINE_HINT, ModelSource
 
 log = logging.getLogger(__name__)
 
-KEY_SCHEMA = 1  # bump when the meaning of a key component changes
+KEY_SCHEMA = 2  # bump when the meaning of a key component changes
 _MODEL_FILE_SUFFIXES = (
     ".json", ".safetensors", ".bin", ".model", ".txt", ".jinja", ".py", ".tiktoken",
 )
@@ -97,9 +95,12 @@ def canonical_genes(genes: AdapterGenes) -> dict[str, Any]:
 
 
 def data_digest(examples: Sequence[TrainingExample]) -> str:
-    """sha256 of the examples in order (order changes what a seeded run trains on)."""
-    text = json.dumps([asdict(example) for example in examples], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of what training reads from the examples, in order (order changes what a
+    seeded run trains on): each one's prompt digest and answer. Fields training does not
+    read (task id, source, solution) do not change the key."""
+    rows = [[example.prompt.digest(), example.answer] for example in examples]
+    text = json.dumps(rows, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def key_digest(components: Mapping[str, Any]) -> str:
@@ -137,15 +138,3 @@ def key_lock(cache_dir: Path, key: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def publish(staging: Path, cache_dir: Path, key: str) -> Path:
-    """Rename a finished `staging` directory to `cache_dir/key` in one step."""
-    entry = cache_dir / key
-    try:
-        os.rename(staging, entry)
-    except OSError:
-        if not entry.exists():
-            raise
-        shutil.rmtree(staging, ignore_errors=True)  # someone else published it first
-    return entry

@@ -1,7 +1,7 @@
 """Single edits of a program's functions, by kind, for the weight-free baseline.
 
 An `Edit` replaces one node of the module's tree (named by its pre-order number, see
-`baseline_sites.slots`) with one node, or removes one statement. Edits are proposed only
+`sites.slots`) with one node, or removes one statement. Edits are proposed only
 inside function definitions, in a fixed order.
 
 The kinds follow the operators of mutation testing tools such as cosmic-ray (binary,
@@ -21,8 +21,8 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator
 
-from .baseline_scope import RELATED_BUILTINS
-from .baseline_sites import FUNCTIONS, Site, Sites
+from .scope import RELATED_BUILTINS
+from .sites import FUNCTIONS, Site, Sites
 
 # kind -> family; the prior backs off from a kind to its family when data are scarce
 KINDS: dict[str, str] = {

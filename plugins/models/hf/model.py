@@ -1,7 +1,10 @@
-"""The `hf` model: a transformers causal LM (`--model hf:PATH_OR_ID`) with peft adapters.
+"""The `hf` model object: a transformers causal LM (`--model hf:PATH_OR_ID`) with peft adapters.
+
+Each request's structured prompt is rendered by `prompts.render_prompt` (chat template
+when the tokenizer has one), the same function adapter training uses.
 
 Requests are batched with left padding; each row samples with its own knobs and seed (see
-`hf_sampling`), so a request's text does not depend on what shares its batch. A request's
+`sampling`), so a request's text does not depend on what shares its batch. A request's
 `adapter` (a LoRA or DoRA directory) is loaded once into the same base model under a name
 and switched on per batch; an LRU bounds how many stay loaded. Importing this module does
 not import torch or transformers: the CLI must start fast.
@@ -19,14 +22,12 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from coral_core.errors import UserError
-from coral_core.hookspecs import hookimpl
-from coral_core.types import Generation, GenerationRequest
+from coral_core.stops import cut_at_stop
+from coral_core.types import Generation, GenerationRequest, Prompt
 
-from .hf_loading import (
-    load_model, load_tokenizer, render_prompt, resolve_device, resolve_dtype, resolve_source,
-    wants_chat_template,
-)
-from .hf_sampling import RowSpec, build_sampler, build_stopper, cut_at_stop
+from .loading import load_model, load_tokenizer, resolve_device, resolve_dtype, resolve_source
+from .prompts import check_supported, render_prompt, wants_chat_template
+from .sampling import RowSpec, build_sampler, build_stopper
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class HFModel:
     max_adapters: how many adapters stay loaded (least recently used ones are unloaded).
     revision: hub branch, tag or commit; trust_remote_code: allow a model's own code.
     """
+
+    supports_adapters = True  # a request's `adapter` is a peft LoRA/DoRA directory
 
     def __init__(
         self,
@@ -151,6 +154,8 @@ class HFModel:
     # -- generation -------------------------------------------------------------------
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         """`request.params.n` generations per request, in request order."""
+        for request in requests:  # refused before any weights are read
+            check_supported(request.prompt, self.name)
         self.load()
         results: list[list[Generation]] = [[] for _ in requests]
         encoded = [self._encode(request.prompt) for request in requests]
@@ -169,8 +174,9 @@ class HFModel:
             results[r].append(done[(r, j)])
         return results
 
-    def _encode(self, prompt: str) -> list[int]:
-        text, special = render_prompt(self.tokenizer, prompt, self.chat)
+    def _encode(self, prompt: Prompt) -> list[int]:
+        """The prompt's token ids, as `prompts.render_prompt` renders it."""
+        text, special = render_prompt(self.tokenizer, prompt, self.chat, self.name)
         return self.tokenizer(text, add_special_tokens=special)["input_ids"]
 
     def _generate_batch(
@@ -208,8 +214,9 @@ class HFModel:
         for i, spec in enumerate(specs):
             end = stopper.ended_at[i] or len(generated[i])
             text = self.tokenizer.decode(generated[i][:end], skip_special_tokens=True)
+            text, _ = cut_at_stop(text, spec.stop)
             results.append(Generation(
-                text=cut_at_stop(text, spec.stop), prompt_tokens=width - pad_lengths[i],
+                text=text, prompt_tokens=width - pad_lengths[i],
                 completion_tokens=end, seconds=seconds, finish_reason=stopper.reasons[i],
             ))
         return results
@@ -231,8 +238,3 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     if tokenizer.eos_token_id is not None:
         ids.add(tokenizer.eos_token_id)
     return ids
-
-
-@hookimpl
-def coral_register_models(register: Any) -> None:
-    register("hf", HFModel)

@@ -1,0 +1,318 @@
+"""What an experiment configuration may hold: sections, keys, types, ranges and defaults, and
+the checks that a value, a dotted override path or a `[search.space]` dimension fits its key.
+
+`coral_core.config` reads files, merges layers and says where in a file a problem is; this
+module only decides what is valid. A failed check raises `Invalid`, whose `path` names the
+offending key (a tuple of its parts) and whose text names it too.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+
+class Invalid(ValueError):
+    """A value that does not fit the schema; `path` is the offending key as a tuple of parts."""
+
+    def __init__(self, path: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
+
+
+DAY = 86400  # a timeout beyond a day is a typo, and too large a number overflows the OS's
+
+
+def _distinct(values: list[Any]) -> Any:
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            return f"lists {value!r} twice"
+        seen.add(value)
+    return True
+
+
+# section -> key -> (kind, check or None). A check returns True or what is wrong. "table" values
+# are free-form plugin options; "table[float]" maps names to numbers; "space" is [search.space].
+SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+    "dataset": {
+        "name": ("str", None), "split": ("str", None), "problems": ("list[str]", _distinct),
+        "data_dir": ("str", None), "options": ("table", None),
+    },
+    "model": {
+        "spec": ("str", None), "base_url": ("str", None), "adapter": ("str", None),
+        "temperature": ("float", lambda v: v >= 0 or "must be >= 0"),
+        "top_p": ("float", lambda v: 0 < v <= 1 or "must be in (0, 1]"),
+        "top_k": ("int", lambda v: v >= 0 or "must be >= 0"),
+        "max_new_tokens": ("int", lambda v: v >= 1 or "must be >= 1"),
+        "repetition_penalty": ("float", lambda v: v > 0 or "must be > 0"),
+        "stop": ("list[str]", None),
+        "batch_size": ("int", lambda v: v >= 1 or "must be >= 1"),
+        "options": ("table", None),
+    },
+    "evaluators": {
+        "use": ("list[str]", _distinct), "weights": ("table[float]", None), "gate": ("str", None),
+        "options": ("table", None),
+    },
+    "search": {
+        "strategy": ("str", None),
+        "rank_by": ("str", lambda v: bool(v) or "must name an objective (or fitness)"),
+        "space": ("space", None),
+        "budget": ("int", lambda v: v >= 0 or "must be >= 1 (or 0 for the strategy's default)"),
+        "options": ("table", None),
+    },
+    "execution": {
+        "executor": ("str", None), "ray_address": ("str", None),
+        "workers": ("int", lambda v: v >= 0 or "must be >= 0 (0 = one per core)"),
+        "test_timeout": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
+        "timeout_factor": ("float", lambda v: 0 <= v <= 1e6 or "must be in [0, 1e6] (0 = off)"),
+        "timeout_floor": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
+        "memory_mb": ("int", lambda v: 64 <= v <= 2 ** 30 or "must be in [64, 2**30]"),
+        "isolation": ("str", lambda v: v in ("auto", "bwrap", "none")
+                      or "must be auto, bwrap or none"),
+    },
+    "run": {
+        "samples": ("int", lambda v: v >= 1 or "must be >= 1"),
+        "seed": ("int", lambda v: v >= 0 or "must be >= 0"),
+        "out": ("str", None),
+    },
+}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "dataset": {"name": "", "split": "test", "problems": [], "data_dir": "", "options": {}},
+    "model": {
+        "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95,
+        "top_k": 0,
+        "max_new_tokens": 512, "repetition_penalty": 1.0, "stop": [], "batch_size": 16,
+        "options": {},
+    },
+    "evaluators": {"use": ["tests"], "weights": {}, "gate": "", "options": {}},
+    "search": {"strategy": "single", "rank_by": "fitness", "space": {}, "budget": 0,
+               "options": {}},
+    "execution": {
+        "executor": "local", "ray_address": "", "workers": 0, "test_timeout": 5.0,
+        "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
+    },
+    "run": {"samples": 10, "seed": 0, "out": ""},
+}
+
+TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number",
+              "list[str]": "a list of strings", "table": "a table",
+              "table[float]": "a table of numbers", "space": "a table of search dimensions"}
+
+# Keys no trial may change (prefixes match whole parts): they say how the run and the search
+# work, or where the run lives and what it may use, not what it computes.
+FIXED = {
+    "run": "the run's own settings hold for every trial",
+    "search": "it configures the search itself",
+    "execution.executor": "it says where the work runs, not what it computes",
+    "execution.ray_address": "it says where the work runs, not what it computes",
+    "execution.workers": "it sets the resources a run uses, not what it computes",
+    "dataset.data_dir": "it relocates the data, not what is computed",
+    "model.base_url": "it relocates the server, not what is computed",
+}
+
+RANGE_KEYS = ("low", "high", "log", "int")
+
+
+def dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path)
+
+
+def parse_path(name: str) -> tuple[str, ...]:
+    """'evaluators.weights.bugfix' -> ('evaluators', 'weights', 'bugfix')."""
+    parts = tuple(name.split("."))
+    if not all(parts):
+        raise Invalid((name,), f"'{name}' is not a dotted key such as 'model.temperature'")
+    return parts
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind_ok(kind: str, value: Any) -> bool:
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return _is_number(value)
+    if kind == "list[str]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind in ("table", "table[float]", "space"):
+        return isinstance(value, dict)
+    raise AssertionError(kind)
+
+
+def _finite(path: tuple[str, ...], value: Any) -> None:
+    """NaN and infinities are refused at any depth of a value (tables and lists included)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Invalid(path, f"'{dotted(path)}' must be a finite number, got {value!r}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _finite(path + (str(key),), item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _finite(path[:-1] + (f"{path[-1]}[{index}]",), item)
+
+
+def kind_of(path: tuple[str, ...]) -> str:
+    """The kind of the key a path names ('number' for an entry of a table of numbers, 'any'
+    inside free-form options); unknown keys and paths into non-tables are `Invalid`."""
+    section, key, rest = path[0], (path[1] if len(path) > 1 else None), path[2:]
+    if section not in SCHEMA:
+        raise Invalid(path[:1], f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+    if key is None:
+        raise Invalid(path, f"'{section}' is a section, not a key: name one as "
+                            f"'{section}.KEY'")
+    if key not in SCHEMA[section]:
+        raise Invalid(path[:2], f"unknown key '{section}.{key}' "
+                                f"(known: {', '.join(SCHEMA[section])})")
+    kind = SCHEMA[section][key][0]
+    if not rest:
+        return kind
+    if kind == "table":
+        return "any"
+    if kind == "table[float]" and len(rest) == 1:
+        return "number"
+    owner = path[:3] if kind == "table[float]" else path[:2]
+    owner_kind = "a number" if kind == "table[float]" else TYPE_NAMES[kind]
+    raise Invalid(path, f"'{dotted(path)}' does not exist: '{dotted(owner)}' is {owner_kind}")
+
+
+def check(path: tuple[str, ...], value: Any) -> Any:
+    """Check `value` for the key (or the entry inside a table) that `path` names; return a
+    normalised copy (integers become floats where the key is a number)."""
+    kind = kind_of(path)
+    name = dotted(path)
+    if kind == "any":
+        _finite(path, value)
+        return copy.deepcopy(value)
+    if kind == "number" or kind == "float":
+        if not _is_number(value):
+            raise Invalid(path, f"'{name}' must be a number, got {type(value).__name__}")
+        value = float(value)
+        _finite(path, value)
+        if kind == "number" and value < 0:
+            raise Invalid(path, f"'{name}' must be >= 0")
+        if kind == "number":
+            return value
+    elif not _kind_ok(kind, value):
+        raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {type(value).__name__}")
+    elif kind == "table[float]":
+        value = {key: check(path + (key,), item) for key, item in value.items()}
+    elif kind == "table":
+        _finite(path, value)
+        value = copy.deepcopy(value)
+    elif kind == "space":
+        value = check_space(value, path)
+    else:
+        value = copy.deepcopy(value)
+    rule = SCHEMA[path[0]][path[1]][1]
+    if rule is not None:
+        verdict = rule(value)
+        if verdict is not True:
+            raise Invalid(path, f"'{name}' {verdict}")
+    return value
+
+
+def check_searchable(path: tuple[str, ...]) -> None:
+    """Refuse a key that no trial (no search dimension, no override) may change."""
+    name = dotted(path)
+    for fixed, reason in FIXED.items():
+        if name == fixed or name.startswith(fixed + "."):
+            raise Invalid(path, f"'{name}' cannot vary between trials: {reason}")
+
+
+def check_override(path: tuple[str, ...], value: Any) -> Any:
+    """A value a trial sets: a known, searchable key, checked like any other value."""
+    kind_of(path)
+    check_searchable(path)
+    return check(path, value)
+
+
+def _dimensions(space: dict[str, Any], where: tuple[str, ...], prefix: tuple[str, ...] = ()):
+    """(path, spec) for each dimension; nested tables (`model.temperature = [...]` written
+    unquoted) are read as dotted paths until a list or a range/choices table."""
+    for key, spec in space.items():
+        try:
+            path = prefix + parse_path(key)
+        except Invalid as error:
+            raise Invalid(where + prefix + (key,), f"[search.space] {error}") from None
+        if isinstance(spec, dict) and spec and not set(spec) & {*RANGE_KEYS, "choices"}:
+            yield from _dimensions(spec, where, path)
+        else:
+            yield path, spec
+
+
+def check_space(space: dict[str, Any], where: tuple[str, ...] = ("search", "space")) -> dict:
+    """Normalise [search.space] to {"section.key...": [values] | {low, high, log, int} |
+    {choices: [values]}}; every dimension names a searchable key and every value fits it."""
+    result: dict[str, Any] = {}
+    for path, spec in _dimensions(space, where):
+        name = dotted(path)
+        try:
+            if name in result:
+                raise Invalid(path, f"'{name}' is listed twice")
+            result[name] = _check_dimension(path, spec)
+        except Invalid as error:
+            raise Invalid(where + (name,), f"[search.space] {error}") from None
+    return result
+
+
+def _check_values(path: tuple[str, ...], values: Any, what: str) -> list[Any]:
+    if not isinstance(values, list) or not values:
+        raise Invalid(path, f"'{dotted(path)}' {what} must be a non-empty list")
+    checked = [check_override(path, value) for value in values]
+    for index, value in enumerate(checked):
+        if any(type(other) is type(value) and other == value for other in checked[:index]):
+            raise Invalid(path, f"'{dotted(path)}' {what} lists {value!r} twice")
+    return checked
+
+
+def _check_dimension(path: tuple[str, ...], spec: Any) -> Any:
+    name = dotted(path)
+    kind = kind_of(path)
+    check_searchable(path)
+    if isinstance(spec, list):
+        return _check_values(path, spec, "values")
+    if not isinstance(spec, dict):
+        raise Invalid(path, f"'{name}' needs a list of values, {{low = ..., high = ...}} or "
+                            f"{{choices = [...]}}, got {type(spec).__name__}")
+    if "choices" in spec:
+        if set(spec) != {"choices"}:
+            raise Invalid(path, f"'{name}': choices cannot be combined with "
+                                f"{', '.join(sorted(set(spec) - {'choices'}))}")
+        return {"choices": _check_values(path, spec["choices"], "choices")}
+    unknown = sorted(set(spec) - set(RANGE_KEYS))
+    if unknown:
+        raise Invalid(path, f"'{name}' range has unknown key {unknown[0]!r} "
+                            f"(known: {', '.join(RANGE_KEYS)}, or choices)")
+    if "low" not in spec or "high" not in spec:
+        raise Invalid(path, f"'{name}' range needs both low and high")
+    if kind not in ("int", "float", "number", "any"):
+        raise Invalid(path, f"'{name}' is {TYPE_NAMES[kind]}: search it with a list of values "
+                            "or {choices = [...]}, not a range")
+    for flag in ("log", "int"):
+        if not isinstance(spec.get(flag, False), bool):
+            raise Invalid(path, f"'{name}' range: {flag} must be true or false")
+    integer = spec.get("int", kind == "int")
+    if kind == "int" and not integer:
+        raise Invalid(path, f"'{name}' is an integer: its range cannot have int = false")
+    bounds = []
+    for bound in ("low", "high"):
+        value = spec[bound]
+        if not _is_number(value) or (integer and not isinstance(value, int)):
+            raise Invalid(path, f"'{name}' range {bound} must be "
+                                f"{'an integer' if integer else 'a number'}, got {value!r}")
+        value = check_override(path, value)
+        bounds.append(int(value) if integer else value)
+    low, high = bounds
+    if low > high:
+        raise Invalid(path, f"'{name}' range has low {low!r} > high {high!r}")
+    log = spec.get("log", False)
+    if log and low <= 0:
+        raise Invalid(path, f"'{name}' range with log = true needs low > 0")
+    return {"low": low, "high": high, "log": log, "int": integer}

@@ -1,0 +1,1 @@
+"""Executors: where generation and evaluation run (local; Ray as a plugin)."""

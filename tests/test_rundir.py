@@ -1,0 +1,264 @@
+"""Run directories a user can trust: locked, checked on resume, relocatable, read-only
+reports, and one-line errors for every way a user can break one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import coral_env, run_coral
+from plugin_kit import echo_model_distribution
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, data_dir):
+    site = echo_model_distribution(tmp_path_factory.mktemp("site"))
+    return coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="echo")
+
+
+CONFIG = '[dataset]\nproblems = ["sieve", "wrap"]\n[run]\nsamples = 3\n'
+
+
+def _config(tmp_path: Path, text: str = CONFIG) -> Path:
+    path = tmp_path / "experiment.toml"
+    path.write_text(text)
+    return path
+
+
+def _start(tmp_path: Path, env, out: Path, *extra: str, delay: float = 0.3,
+           samples: int = 20) -> subprocess.Popen:
+    config = _config(tmp_path, CONFIG + f"[model.options]\ndelay = {delay}\n")
+    command = [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+               "--model", "echo", "--config", str(config), "--samples", str(samples),
+               "--out", str(out), *extra]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _count(run_dir: Path, table: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{run_dir / 'coral.sqlite'}?mode=ro", uri=True,
+                             timeout=1) as db:
+            return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _wait_for(run_dir: Path, table: str, rows: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while _count(run_dir, table) < rows:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run never got going"
+        time.sleep(0.05)
+
+
+def _one_line_error(result, fragment: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def _finished_run(tmp_path: Path, env, name: str = "run", *extra: str) -> Path:
+    out = tmp_path / name
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                       str(_config(tmp_path)), "--out", str(out), *extra, env=env)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def _interrupted_run(tmp_path: Path, env, name: str = "run") -> Path:
+    out = tmp_path / name
+    process = _start(tmp_path, env, out, delay=0.05)
+    _wait_for(out, "evaluations", 2, process)
+    process.kill()
+    process.wait()
+    return out
+
+
+def test_resume_refuses_an_edited_config(tmp_path, env):
+    run_dir = _interrupted_run(tmp_path, env)
+    config = run_dir / "config.toml"
+    config.write_text(config.read_text().replace("samples = 20", "samples = 3"))
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env), "was edited")
+
+
+def test_resume_refuses_samples_made_from_other_data(tmp_path, env, data_dir):
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir / "quixbugs", copy / "quixbugs")
+    run_dir = tmp_path / "run"
+    process = _start(tmp_path, env, run_dir, "--data-dir", str(copy), delay=0.05)
+    _wait_for(run_dir, "generations", 2, process)
+    process.kill()
+    process.wait()
+    program = copy / "quixbugs" / "python_programs" / "sieve.py"
+    program.write_text(program.read_text() + "\n# edited\n")
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
+                    "another prompt or other parameters")
+
+
+def test_paths_are_stored_absolute_and_data_dir_may_relocate(tmp_path, env, data_dir):
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    shutil.copytree(data_dir / "quixbugs", work / "data" / "quixbugs")
+    out = tmp_path / "run"
+    config = _config(tmp_path, CONFIG + "[model.options]\ndelay = 0.05\n")
+    command = [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+               "--model", "echo", "--config", str(config), "--samples", "20",
+               "--data-dir", "data", "--out", "../run"]
+    process = subprocess.Popen(command, env=env, cwd=work, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    _wait_for(out, "evaluations", 2, process)
+    process.kill()
+    process.wait()
+    stored = (out / "config.toml").read_text()
+    assert f'data_dir = "{work / "data"}"' in stored
+    assert f'out = "{out}"' in stored
+
+    # the data moved: --data-dir relocates the run; other flags are refused, not ignored
+    shutil.move(work / "data", tmp_path / "moved")
+    refused = run_coral("run", "--resume", str(out), "--samples", "3", env=env)
+    _one_line_error(refused, "drop --samples")
+    resumed = run_coral("run", "--resume", "run", "--data-dir", "moved", "--json", env=env,
+                        cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f'data_dir = "{tmp_path / "moved"}"' in (out / "config.toml").read_text()
+    with sqlite3.connect(out / "coral.sqlite") as db:
+        log = json.loads(db.execute("SELECT value FROM meta WHERE key = 'relocations'")
+                         .fetchone()[0])
+    assert log[-1]["dataset.data_dir"] == str(tmp_path / "moved")
+    assert json.loads(resumed.stdout)["problems"][0]["n"] == 20
+
+
+def test_a_second_process_is_refused_while_one_works(tmp_path, env):
+    out = tmp_path / "run"
+    process = _start(tmp_path, env, out)
+    try:
+        _wait_for(out, "generations", 1, process)
+        second = run_coral("run", "--resume", str(out), env=env)
+        _one_line_error(second, f"in use by another Coral process (pid {process.pid})")
+        report = run_coral("report", str(out), "--json", env=env)
+        assert report.returncode == 0, report.stderr
+        document = json.loads(report.stdout)
+        assert document["partial"] is True and document["process_alive"] is True
+        assert document["pid"] == process.pid
+    finally:
+        process.kill()
+        process.wait()
+    # the lock died with its holder: the killed run's report says so, and resume works
+    report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
+    assert report["process_alive"] is False and report["status"] == "running"
+
+
+def test_ctrl_c_stops_within_two_seconds_and_says_how_to_resume(tmp_path, env):
+    out = tmp_path / "run"
+    process = _start(tmp_path, env, out, delay=0.0, samples=200)
+    _wait_for(out, "evaluations", 5, process)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert process.returncode == 130
+    assert stderr.strip().splitlines()[-1].endswith(f"coral run --resume {out}")
+    report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
+    assert report["status"] == "interrupted" and report["partial"] is True
+    assert report["counts"]["samples_scored"] < 400
+
+
+def test_report_is_read_only(tmp_path, env):
+    run_dir = _interrupted_run(tmp_path, env)
+    before = {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()}
+    folder_mtime = run_dir.stat().st_mtime_ns
+    # a read-only mount: bubblewrap binds the run read-only, as on read-only media
+    coral = str(Path(sys.executable).with_name("coral"))
+    command = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(run_dir), str(run_dir),
+               coral, "report", str(run_dir), "--json"]
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["partial"] is True and document["counts"]["samples_scored"] >= 2
+    assert {p.name: p.stat().st_mtime_ns for p in run_dir.iterdir()} == before
+    assert run_dir.stat().st_mtime_ns == folder_mtime
+
+
+def test_report_of_an_interrupted_train_run_keeps_seen_in_training(tmp_path, env):
+    out = tmp_path / "run"
+    config = _config(tmp_path, '[dataset]\nsplit = "train"\nproblems = ["gcd", "sqrt"]\n'
+                               '[model.options]\ndelay = 0.05\n')
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+         "--model", "echo", "--config", str(config), "--samples", "20", "--out", str(out)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(out, "evaluations", 2, process)
+    process.kill()
+    process.wait()
+    report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
+    assert report["problems"] and all(p["seen_in_training"] for p in report["problems"])
+
+
+def test_corrupt_store_is_one_line(tmp_path, env):
+    run_dir = _interrupted_run(tmp_path, env)
+    (run_dir / "coral.sqlite").write_bytes(b"this is not a database" * 100)
+    for name in ("coral.sqlite-wal", "coral.sqlite-shm"):
+        (run_dir / name).unlink(missing_ok=True)
+    _one_line_error(run_coral("report", str(run_dir), env=env), "not a readable Coral run store")
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
+                    "not a readable Coral run store")
+
+
+@pytest.mark.parametrize("where", ["read-only folder", "/proc"])
+def test_unwritable_run_directory_is_one_line(tmp_path, env, where):
+    if where == "/proc":
+        out = Path("/proc/coral-run")
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        out = folder / "run"
+        if os.geteuid() == 0:  # root ignores permissions: mount the folder read-only
+            coral = str(Path(sys.executable).with_name("coral"))
+            command = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(folder), str(folder),
+                       coral, "run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                       str(_config(tmp_path)), "--out", str(out)]
+            result = subprocess.run(command, env=env, capture_output=True, text=True,
+                                    timeout=120)
+            _one_line_error(result, "cannot create the run directory")
+            return
+        folder.chmod(0o555)
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                       str(_config(tmp_path)), "--out", str(out), env=env)
+    _one_line_error(result, "cannot create the run directory")
+
+
+def test_run_folder_removed_mid_run_is_one_line(tmp_path, env):
+    out = tmp_path / "run"
+    process = _start(tmp_path, env, out, delay=0.1)
+    _wait_for(out, "evaluations", 2, process)
+    shutil.rmtree(out)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2, stderr
+    assert "removed or replaced" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("toml, fragment", [
+    ('[dataset]\nproblems = ["sieve", "sieve"]\n', "lists 'sieve' twice"),
+    ('[evaluators.weights]\nbugfix = nan\n', "finite"),
+    ('[execution]\ntest_timeout = inf\n', "finite"),
+    ('[model]\nadapter = "/tmp/some-adapter"\n', "cannot apply adapters"),
+])
+def test_bad_configuration_is_refused_before_the_run_directory(tmp_path, env, toml, fragment):
+    out = tmp_path / "run"
+    result = run_coral("run", "--plugin", "quixbugs", "--config", str(_config(tmp_path, toml)),
+                       "--out", str(out), env=env)
+    _one_line_error(result, fragment)
+    assert not out.exists()
