@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.coral-installed
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test test-loaded bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,14 @@ run: install
 test: install
 	$(BIN)/python -m pytest
 
+# The whole suite again with two CPU-bound processes per core beside it: results and
+# verdicts must not depend on the machine's load.
+test-loaded: install
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest
+
 bench: install
 	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/determinism.py
 	$(BIN)/python benchmarks/models.py
 
 lint: install

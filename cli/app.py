@@ -6,6 +6,7 @@ import logging
 import os
 import shlex
 import sys
+import traceback
 
 import typer
 
@@ -14,20 +15,54 @@ try:  # typer >= 0.20 vendors click; older versions use the click package
 except ImportError:  # pragma: no cover
     from click import exceptions as click_errors
 
+from coral_core import __version__
 from coral_core.errors import UserError
 from coral_core.runner import Interrupted
 
-from . import datasets_cmd, evaluate, plugins_cmd, report, run
+from . import datasets_cmd, evaluate, export_cmd, plugins_cmd, report, run
+from .command import CONTEXT, CoralCommand, CoralGroup
 
 app = typer.Typer(
-    name="coral", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="coral", cls=CoralGroup, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, context_settings=CONTEXT,
     help="Score code models honestly, and search for the configuration that scores best.",
 )
-app.command("run")(run.run)
-app.command("evaluate")(evaluate.evaluate)
-app.command("report")(report.report)
-app.add_typer(plugins_cmd.app, name="plugins")
-app.add_typer(datasets_cmd.app, name="datasets")
+app.command("run", cls=CoralCommand)(run.run)
+app.command("evaluate", cls=CoralCommand)(evaluate.evaluate)
+app.command("report", cls=CoralCommand)(report.report)
+app.command("export", cls=CoralCommand, help=export_cmd.HELP)(export_cmd.export)
+app.add_typer(plugins_cmd.app, name="plugins", cls=CoralGroup)
+app.add_typer(datasets_cmd.app, name="datasets", cls=CoralGroup)
+
+NOISY = ("bandit", "stevedore", "httpx", "httpcore", "urllib3", "filelock", "asyncio")
+_state = {"verbose": False}
+
+
+class _Formatter(logging.Formatter):
+    """'coral: warning: ...' (a traceback, with -v, follows on its own lines)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.levelname_lower = record.levelname.lower()
+        return super().format(record)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"coral {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                 help="Print Coral's version and exit."),
+    verbose: bool = typer.Option(False, "-v", "--verbose",
+                                 help="Debug logging, and tracebacks of plugin errors."),
+) -> None:
+    """Score code models honestly, and search for the configuration that scores best."""
+    if verbose:
+        _state["verbose"] = True
+        logging.getLogger().setLevel(logging.DEBUG)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -36,14 +71,19 @@ def _fail(message: str, code: int = 2) -> None:
     raise SystemExit(code)
 
 
+def _setup_logging() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Formatter("coral: %(levelname_lower)s: %(message)s"))
+    root_logger = logging.getLogger()
+    root_logger.handlers[:] = [handler]
+    root_logger.setLevel(os.environ.get("CORAL_LOG_LEVEL", "WARNING").upper())
+    for noisy in NOISY:
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
-    logging.basicConfig(
-        level=os.environ.get("CORAL_LOG_LEVEL", "WARNING").upper(),
-        format="coral: %(levelname)s: %(message)s",
-    )
-    for noisy in ("bandit", "stevedore", "httpx", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+    _setup_logging()
     try:
         result = app(args=argv, standalone_mode=False, prog_name="coral")
     except Interrupted as stopped:
@@ -54,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.flush()
         os._exit(130)
     except UserError as error:
+        if _state["verbose"]:
+            traceback.print_exception(error, file=sys.stderr)
         _fail(str(error))
     except click_errors.NoArgsIsHelpError as error:
         error.show()

@@ -1,63 +1,77 @@
-"""`coral datasets list|fetch`."""
+"""`coral datasets list|show|fetch`."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from coral_core import plugins
-from coral_core.data import fetched_dir, find_dataset_dir
+from coral_core.catalog import data_label, dataset_rows, problem_rows
 from coral_core.errors import UserError
+from coral_core.tables import Column, Grid
 
-from .output import print_json, print_table, stdout
+from .command import CONTEXT, CoralCommand
+from .output import note, print_json, show
 
-app = typer.Typer(help="Data sets: list them, fetch them.", no_args_is_help=True)
+app = typer.Typer(help="Data sets: list them, show their problems, fetch them.",
+                  no_args_is_help=True, context_settings=CONTEXT)
 
-
-def _location(name: str, data_dir: Path | None) -> str | None:
-    """Where the data set's files would be read from now, or None."""
-    try:
-        return str(find_dataset_dir(name, data_dir))
-    except UserError:
-        return None
+DATA_DIR_HELP = "Folder holding data sets (else CORAL_DATA_DIR, else the fetched copy)."
 
 
-@app.command("list")
+@app.command("list", cls=CoralCommand)
 def list_datasets(
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Folder holding data sets."),
-    json_output: bool = typer.Option(False, "--json"),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
+                                            help=DATA_DIR_HELP),
+    json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
     """Registered data sets, their splits, and where their data is found."""
-    registry = plugins.registry()
-    rows = []
-    for name in registry.names("datasets"):
-        factory = registry.entries["datasets"][name].factory
-        rows.append({
-            "name": name, "plugin": registry.entries["datasets"][name].plugin,
-            "splits": list(getattr(factory, "splits", ())),
-            "description": getattr(factory, "description", ""),
-            "fetchable": callable(getattr(factory, "fetch", None)),
-            "cached": fetched_dir(name).is_dir(),
-            "data": _location(name, data_dir),
-        })
+    rows = dataset_rows(data_dir)
     if json_output:
         print_json(rows)
         return
-    missing = "missing: --data-dir, CORAL_DATA_DIR"
-    print_table("Coral data sets", ("name", "splits", "data", "description"), [
-        (row["name"], ", ".join(row["splits"]),
-         row["data"] or (missing + f" or coral datasets fetch {row['name']}"
-                         if row["fetchable"] else missing),
-         row["description"])
-        for row in rows
-    ])
+    show(Grid("Coral data sets", (Column("name", key=True), Column("splits"),
+                                  Column("data"), Column("description")),
+              tuple((row["name"], ", ".join(row["splits"]), data_label(row),
+                     row["description"]) for row in rows),
+              "list a data set's problems with 'coral datasets show NAME'"))
 
 
-@app.command("fetch")
+@app.command("show", cls=CoralCommand)
+def show_dataset(
+    name: str = typer.Argument(..., metavar="NAME", help="A data set (see 'datasets list')."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                        help="Only this split (default: every problem)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", metavar="DIR",
+                                            help=DATA_DIR_HELP),
+    json_output: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
+    """A data set's problems: split, number of tests, seen in training."""
+    plugins.registry().get("datasets", name)
+    rows = problem_rows(name, split, data_dir)
+    if json_output:
+        print_json(rows)
+        return
+    counts = Counter(row["split"] for row in rows)
+    show(Grid(f"{name}: {len(rows)} problems" + (f" ({split})" if split else ""),
+              (Column("problem", key=True), Column("split"), Column("tests", "right"),
+               Column("seen")),
+              tuple((row["problem"], row["split"],
+                     "-" if row["tests"] is None else str(row["tests"]),
+                     "yes" if row["seen_in_training"] else "") for row in rows),
+              "splits: " + ", ".join(f"{s} {n}" for s, n in counts.items())
+              + "; seen: the problem is used in training"))
+    if any(not row["reference"] for row in rows):
+        note("problems without a reference solution cannot be checked with "
+             "--model reference")
+
+
+@app.command("fetch", cls=CoralCommand)
 def fetch(
-    name: str = typer.Argument(..., help="Data set to download."),
+    name: str = typer.Argument(..., metavar="NAME", help="Data set to download."),
     force: bool = typer.Option(False, "--force", help="Download again even if cached."),
 ) -> None:
     """Download a data set's pinned archive, check it, and unpack it into the user cache."""
@@ -66,4 +80,4 @@ def fetch(
     if not callable(fetch_method):
         raise UserError(f"data set '{name}' cannot be fetched; give its folder with --data-dir")
     path = fetch_method(force=force)
-    stdout.print(f"{name}: {path}")
+    note(f"{name}: {path}")

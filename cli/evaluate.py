@@ -1,4 +1,5 @@
-"""`coral evaluate`: score one candidate file, or a folder of them."""
+"""`coral evaluate`: score one candidate file, a folder of them, or a JSONL file of
+samples produced elsewhere (EvalPlus's format)."""
 
 from __future__ import annotations
 
@@ -6,35 +7,50 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import typer
-from rich.table import Table
 
 from coral_core import config as configuration
-from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
 from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
-from coral_core.factories import build_dataset, build_scoring, experiment_preset
+from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
 from coral_core.errors import UserError
+from coral_core.factories import build_dataset, build_scoring, experiment_preset
+from coral_core.result_tables import number, summary_grid
+from coral_core.samples import read_samples, score_samples
+from coral_core.tables import Column, Grid
 
-from .output import print_json, stdout
+from .output import print_json, show
 
 
 def evaluate(
-    plugin: str = typer.Option(..., "--plugin", help="Experiment preset (e.g. quixbugs)."),
-    problem: Optional[str] = typer.Option(None, "--problem", help="Problem to score against."),
-    candidate: Optional[Path] = typer.Option(None, "--candidate", help="A candidate program."),
+    plugin: str = typer.Option(..., "--plugin", metavar="NAME",
+                               help="Experiment preset (e.g. quixbugs)."),
+    problem: Optional[str] = typer.Option(None, "--problem", metavar="NAME",
+                                          help="Problem to score --candidate against."),
+    candidate: Optional[Path] = typer.Option(None, "--candidate", metavar="FILE",
+                                             help="A candidate program."),
     candidate_dir: Optional[Path] = typer.Option(
-        None, "--candidate-dir", help="Folder of NAME.py / NAME__LABEL.py files."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML experiment file."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
-    json_output: bool = typer.Option(False, "--json"),
+        None, "--candidate-dir", metavar="DIR", help="Folder of NAME.py / NAME__LABEL.py files."),
+    samples: Optional[Path] = typer.Option(
+        None, "--samples", metavar="FILE.jsonl",
+        help='JSONL lines {"task_id", "solution" | "completion"} (EvalPlus); prints a '
+             "run's summary."),
+    config: Optional[Path] = typer.Option(None, "--config", metavar="FILE",
+                                          help="TOML experiment file."),
+    data_dir: Optional[Path] = typer.Option(
+        None, "--data-dir", metavar="DIR",
+        help="Folder holding the data set (else CORAL_DATA_DIR, else the fetched copy)."),
+    json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Score candidate programs; exit 0 whether or not they pass."""
-    if (candidate is None) == (candidate_dir is None):
-        raise UserError("give exactly one of --candidate FILE (with --problem) "
-                        "or --candidate-dir DIR")
+    given = [flag for flag, value in (("--candidate", candidate), ("--candidate-dir",
+                                      candidate_dir), ("--samples", samples)) if value]
+    if len(given) != 1:
+        raise UserError("give exactly one of --candidate FILE (with --problem), "
+                        "--candidate-dir DIR or --samples FILE.jsonl")
     if candidate is not None and not problem:
         raise UserError("--candidate needs --problem NAME")
-    if candidate_dir is not None and problem:
-        raise UserError("--candidate-dir takes the problem from each file name; drop --problem")
+    if candidate is None and problem:
+        raise UserError(f"{given[0]} takes the problem from each file name or line; "
+                        "drop --problem")
     layers = [experiment_preset(plugin)]
     if config is not None:
         layers.append(configuration.read_file(config))
@@ -42,6 +58,13 @@ def evaluate(
         layers.append({"dataset": {"data_dir": str(data_dir)}})
     resolved = configuration.merge(*layers)
     dataset = build_dataset(DatasetBlueprint.of(resolved))
+    if samples is not None:
+        summary = score_samples(resolved, dataset, read_samples(samples), samples)
+        if json_output:
+            print_json(summary)
+        else:
+            show(summary_grid(summary))
+        return
     files = ([CandidateFile(candidate, problem or "")] if candidate is not None
              else files_in(candidate_dir))  # type: ignore[arg-type]
     scoring = build_scoring(ScoringBlueprint.of(resolved), dataset)
@@ -58,19 +81,15 @@ def evaluate(
             print_json(documents)
         return
     for doc in documents:
-        stdout.print(_table(doc))
+        show(_grid(doc))
 
 
-def _table(doc: Mapping[str, Any]) -> Table:
-    verdict = "[green]PASSED[/green]" if doc["passed"] else "[red]FAILED[/red]"
+def _grid(doc: Mapping[str, Any]) -> Grid:
+    verdict = "PASSED" if doc["passed"] else "FAILED"
     tests = doc["tests"]
-    table = Table(title=f"{doc['file']} — {doc['problem']}: {verdict} "
-                        f"({tests['passed']}/{tests['total']} tests)")
-    table.add_column("test")
-    table.add_column("status")
-    table.add_column("detail")
-    for outcome in doc["outcomes"]:
-        table.add_row(outcome["test"], outcome["status"], outcome["detail"])
-    objectives = ", ".join(f"{k} {v:.3f}" for k, v in doc["objectives"].items())
-    table.caption = f"{objectives}; fitness {doc['fitness']:.3f}"
-    return table
+    objectives = ", ".join(f"{k} {number(v)}" for k, v in doc["objectives"].items())
+    return Grid(f"{doc['file']} - {doc['problem']}: {verdict} "
+                f"({tests['passed']}/{tests['total']} tests)",
+                (Column("test", key=True), Column("status"), Column("detail")),
+                tuple((o["test"], o["status"], o["detail"]) for o in doc["outcomes"]),
+                f"{objectives}; fitness {number(doc['fitness'])}")

@@ -1,17 +1,18 @@
-"""Terminal output: rich on a terminal, plain lines otherwise, bare JSON with --json."""
+"""Terminal output: rich tables on a terminal, Markdown tables in a file or a pipe, bare
+JSON with --json. Tables are never truncated (see coral_core.tables)."""
 
 from __future__ import annotations
 
 import json
 import sys
-import time
-from typing import Any, Mapping
+from typing import Any
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from coral_core.tables import Grid, fit, markdown, vertical
 
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
@@ -22,135 +23,58 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
-    stdout.print(table)
+def show(grid: Grid, console: Console | None = None) -> None:
+    """Print a table: Markdown unless the console is a terminal; on a terminal, whole, or
+    split into parts that fit its width, or one block per row (never a cut cell)."""
+    console = console or stdout
+    if not console.is_terminal:
+        console.file.write(markdown(grid) + "\n")
+        console.file.flush()
+        return
+    parts = fit(grid, console.width)
+    if parts is None:
+        _vertical(grid, console)
+        return
+    for number, part in enumerate(parts, 1):
+        last = number == len(parts)
+        console.print(_rich(part, caption=grid.caption if last else ""), soft_wrap=False)
 
 
-class RichProgress:
-    """Bars with counts and ETA for each phase (generate, evaluate)."""
-
-    def __init__(self) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=stderr,
-            transient=False,
-        )
-        self._tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> "RichProgress":
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def start(self, phase: str, total: int, done: int = 0) -> None:
-        if phase in self._tasks:
-            self._progress.reset(self._tasks[phase], total=total, completed=done)
-        else:
-            self._tasks[phase] = self._progress.add_task(phase, total=total, completed=done)
-
-    def advance(self, phase: str, amount: int = 1) -> None:
-        self._progress.advance(self._tasks[phase], amount)
-
-
-class PlainProgress:
-    """One line per phase every few seconds and at the end, for logs and pipes."""
-
-    def __init__(self, every: float = 5.0) -> None:
-        self.every = every
-        self._state: dict[str, list[float]] = {}
-
-    def __enter__(self) -> "PlainProgress":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def start(self, phase: str, total: int, done: int = 0) -> None:
-        self._state[phase] = [total, done, time.monotonic(), 0.0]
-        self._line(phase)
-
-    def advance(self, phase: str, amount: int = 1) -> None:
-        state = self._state[phase]
-        state[1] += amount
-        now = time.monotonic()
-        if state[1] >= state[0] or now - state[3] >= self.every:
-            self._line(phase)
-
-    def _line(self, phase: str) -> None:
-        total, done, _, _ = self._state[phase]
-        self._state[phase][3] = time.monotonic()
-        sys.stderr.write(f"{phase}: {int(done)}/{int(total)}\n")
-        sys.stderr.flush()
-
-
-class QuietProgress(PlainProgress):
-    def _line(self, phase: str) -> None:
-        pass
-
-
-def progress_for(json_output: bool) -> RichProgress | PlainProgress:
-    if json_output:
-        return QuietProgress() if not sys.stderr.isatty() else RichProgress()
-    return RichProgress() if sys.stderr.isatty() else PlainProgress()
-
-
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
-def summary_table(summary: Mapping[str, Any]) -> Table:
-    problems = summary["problems"]
-    names = list(summary.get("objectives", {}))
-    succeeds = "pass_at_k" in summary
-    ks = [k for k in ("1", "5", "10", "25", "50", "100") if k in summary.get("pass_at_k", {})]
-    title = (f"{summary['dataset']} ({summary['split']}) — {summary['model']}, "
-             f"{summary['samples']} samples, seed {summary['seed']}")
-    if len(summary.get("trials", ())) > 1 and summary.get("best"):
-        title += f", best trial {summary['best']['trial']}"
-    table = Table(title=escape(title))
-    table.add_column("problem")
-    table.add_column("c/n" if succeeds else "n", justify="right")
-    for k in ks:
-        table.add_column(f"pass@{k}", justify="right")
-    for name in names:
-        table.add_column(escape(name), justify="right")
-    table.add_column("fitness", justify="right")
-    for row in problems:
-        label = row["problem"] + (" (seen in training)" if row.get("seen_in_training") else "")
-        count = f"{row['c']}/{row['n']}" if "c" in row else str(row["n"])
-        table.add_row(escape(label), count,
-                      *[_pct(row.get("pass_at_k", {}).get(k, 0.0)) for k in ks],
-                      *[f"{row['objectives'].get(n, 0.0):.3f}" for n in names],
-                      f"{row.get('fitness', 0.0):.3f}")
-    table.add_section()
-    overall = (f"overall: {summary['fixed']}/{len(problems)} fixed" if "fixed" in summary
-               else "overall")
-    table.add_row(overall, "",
-                  *[_pct(summary["pass_at_k"][k]) for k in ks],
-                  *[f"{summary['objectives'][n]:.3f}" for n in names],
-                  f"{summary.get('fitness', 0.0):.3f}")
+def _rich(grid: Grid, caption: str) -> Table:
+    table = Table(title=escape(grid.title) or None, caption=escape(caption) or None,
+                  caption_justify="left")
+    for column, width in zip(grid.columns, grid.widths()):
+        table.add_column(escape(column.header), justify=column.align,  # type: ignore[arg-type]
+                         no_wrap=True, min_width=width, overflow="fold")
+    for index, row in enumerate(grid.rows):
+        if index in grid.rules and index:
+            table.rows[-1].end_section = True
+        table.add_row(*(escape(cell) for cell in row))
     return table
 
 
-def trials_table(summary: Mapping[str, Any]) -> Table:
-    """One row per trial: its overrides, status, pass@1, fitness; the best is marked."""
-    best = (summary.get("best") or {}).get("trial")
-    rank_by = (summary.get("best") or {}).get("rank_by", "fitness")
-    table = Table(title=f"trials (best by {escape(rank_by)})")
-    for column in ("trial", "overrides", "status", "pass@1", "fitness"):
-        table.add_column(column, justify="right" if column != "overrides" else "left")
-    for row in summary.get("trials", ()):
-        overrides = ", ".join(f"{k}={json.dumps(v)}" for k, v in row["overrides"].items())
-        pass1 = row.get("pass_at_k", {}).get("1")
-        table.add_row(f"{row['trial']}{' *' if row['trial'] == best else ''}",
-                      escape(overrides or "(base)"), row["status"],
-                      _pct(pass1) if pass1 is not None else "-",
-                      f"{row['fitness']:.3f}" if "fitness" in row else "-")
-    return table
+def _vertical(grid: Grid, console: Console) -> None:
+    """One block per row: the key in bold, then 'header: value' lines whose values wrap
+    under themselves (a long path folds, never cut)."""
+    if grid.title:
+        console.print(Text(grid.title, style="bold"), soft_wrap=False)
+    label_width = max((len(c.header) for c in grid.columns), default=0) + 1
+    for heading, fields in vertical(grid):
+        console.print(Text(heading, style="bold"), soft_wrap=False, overflow="fold")
+        block = Table.grid(padding=(0, 1))
+        block.add_column(width=label_width + 1, no_wrap=True, style="dim")
+        block.add_column(overflow="fold")
+        for header, value in fields:
+            block.add_row(f" {header}:", value)
+        console.print(block, soft_wrap=False)
+    if grid.caption:
+        console.print(Text(grid.caption, style="dim"), soft_wrap=False)
+
+
+def note(text: str, style: str = "") -> None:
+    """A line under a table (plain text in a pipe)."""
+    if stdout.is_terminal:
+        stdout.print(Text(text, style=style), soft_wrap=False)
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()

@@ -5,30 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from coral_core.reporting import load_report
+from coral_core.result_tables import partial_note, summary_grid, trials_grid
 
-from .output import print_json, stdout, summary_table, trials_table
+from .output import note, print_json, show
 
 
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory."),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary JSON."),
 ) -> None:
-    """Per-problem and overall results of a run."""
+    """Per-problem and overall results of a run (read-only: safe beside a live run)."""
     summary = load_report(run_dir)
     if json_output:
         print_json(summary)
         return
-    stdout.print(summary_table(summary))
+    show(summary_grid(summary))
     if len(summary.get("trials", ())) > 1:
-        stdout.print(trials_table(summary))
+        show(trials_grid(summary))
     if summary.get("partial"):
-        counts = summary["counts"]
-        state = (f"its process (pid {summary['pid']}) is still running" if summary["process_alive"]
-                 else f"'coral run --resume {summary['run_dir']}' continues it")
-        stdout.print(escape(
-            f"partial: run {summary['status']}, {counts['samples_scored']}/"
-            f"{counts['samples_wanted']} samples scored, {counts['trials_finished']}/"
-            f"{counts['trials']} trials finished; {state}"), style="yellow")
+        note(partial_note(summary), style="yellow")

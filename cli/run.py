@@ -2,102 +2,112 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import List, Optional
 
 import typer
 
-from coral_core import config as configuration
-from coral_core.errors import UserError
-from coral_core.factories import experiment_preset
+from coral_core import launch
+from coral_core.result_tables import summary_grid, trials_grid
 from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
-from coral_core.runner import Interrupted, execute, prepare
+from coral_core.runner import Interrupted, check_run, execute, prepare
 
-from .output import print_json, progress_for, stdout, summary_table, trials_table
-
-# flag -> (section, key)
-PLACES = {
-    "model": ("model", "spec"), "base_url": ("model", "base_url"),
-    "data_dir": ("dataset", "data_dir"), "split": ("dataset", "split"),
-    "out": ("run", "out"), "executor": ("execution", "executor"),
-    "ray_address": ("execution", "ray_address"), "samples": ("run", "samples"),
-    "seed": ("run", "seed"),
-}
-# Flags that may relocate a resumed run: they change where things are, not what is computed.
-RELOCATING = ("data_dir", "base_url")
-
-
-def flag_layer(**flags: Any) -> dict[str, Any]:
-    """Command-line flags as a configuration layer (only the ones given)."""
-    if flags.get("samples") is not None and flags["samples"] < 1:
-        raise UserError(f"--samples must be at least 1, got {flags['samples']}")
-    if flags.get("seed") is not None and flags["seed"] < 0:
-        raise UserError(f"--seed must be >= 0, got {flags['seed']}")
-    layer: dict[str, dict[str, Any]] = {}
-    for flag, value in flags.items():
-        if value is not None:
-            section, key = PLACES[flag]
-            layer.setdefault(section, {})[key] = str(value) if isinstance(value, Path) else value
-    return configuration.validate(layer, "command line")
-
-
-def _flag_name(name: str) -> str:
-    return "--" + name.replace("_", "-")
+from .output import note, print_json, show
+from .progress import progress_for
 
 
 def run(
     plugin: Optional[str] = typer.Option(
-        None, "--plugin", help="Experiment preset to start from (e.g. quixbugs)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML experiment file."),
+        None, "--plugin", metavar="NAME",
+        help="Experiment preset to start from (e.g. quixbugs); see 'coral plugins list'."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", metavar="FILE", help="TOML experiment file (docs/configuration.md)."),
     model: Optional[str] = typer.Option(
-        None, "--model", help="baseline | hf:PATH_OR_ID | openai:MODEL"),
+        None, "--model", metavar="SPEC",
+        help="baseline | reference | hf:PATH_OR_ID | openai:MODEL (config: model.spec)"),
+    model_arg: Optional[List[str]] = typer.Option(
+        None, "--model-arg", metavar="KEY=VALUE",
+        help="A model option, typed by the model's options; repeatable "
+             "(config: model.options)."),
     base_url: Optional[str] = typer.Option(
-        None, "--base-url", help="OpenAI-compatible server URL (may relocate a resumed run)."),
+        None, "--base-url", metavar="URL",
+        help="OpenAI-compatible server URL (may relocate a resumed run) "
+             "(config: model.base_url)."),
+    temperature: Optional[float] = typer.Option(
+        None, "--temperature", metavar="T", help="Sampling temperature (config: "
+                                                 "model.temperature, default 0.8)."),
+    top_p: Optional[float] = typer.Option(
+        None, "--top-p", metavar="P", help="Nucleus sampling (config: model.top_p, "
+                                           "default 0.95)."),
+    max_new_tokens: Optional[int] = typer.Option(
+        None, "--max-new-tokens", metavar="N",
+        help="Longest reply in tokens (config: model.max_new_tokens, default 512)."),
     data_dir: Optional[Path] = typer.Option(
-        None, "--data-dir",
-        help="Folder holding the data set (or CORAL_DATA_DIR; may relocate a resumed run)."),
-    split: Optional[str] = typer.Option(None, "--split", help="train | test | extra | all"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
-    executor: Optional[str] = typer.Option(None, "--executor", help="local"),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Samples per problem."),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue an interrupted run."),
-    json_output: bool = typer.Option(False, "--json", help="Print only the summary JSON."),
+        None, "--data-dir", metavar="DIR",
+        help="Folder holding the data set (else CORAL_DATA_DIR, else the fetched copy; "
+             "may relocate a resumed run)."),
+    split: Optional[str] = typer.Option(
+        None, "--split", metavar="SPLIT",
+        help="Data set split, e.g. train | test | extra | all (config: dataset.split)."),
+    problems: Optional[str] = typer.Option(
+        None, "--problems", metavar="A,B",
+        help="Only these problems, comma-separated (config: dataset.problems)."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", metavar="N",
+        help="Only the first N problems of the split (config: dataset.limit, 0 = all)."),
+    samples: Optional[int] = typer.Option(
+        None, "--samples", metavar="N", help="Samples per problem (config: run.samples)."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", metavar="S",
+        help="Run seed: every sample's seed derives from it (config: run.seed, default 0)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", metavar="DIR",
+        help="Run directory to create (default: runs/DATASET-MODEL-TIMESTAMP)."),
+    executor: Optional[str] = typer.Option(
+        None, "--executor", metavar="NAME",
+        help="Where work runs: local, or an executor plugin's (config: execution.executor)."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray-address", metavar="ADDR",
+        help="Ray cluster address, for --executor ray (config: execution.ray_address)."),
+    fail_fast: bool = typer.Option(
+        False, "--fail-fast",
+        help="Stop at the first evaluator or hook error instead of recording it and going "
+             "on (config: run.fail_fast)."),
+    resume: Optional[Path] = typer.Option(
+        None, "--resume", metavar="RUN_DIR", help="Continue an interrupted run."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run",
+        help="Check everything, print the resolved configuration as TOML, and exit."),
+    json_output: bool = typer.Option(
+        False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
-    flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split, out=out,
-                 executor=executor, ray_address=ray_address, samples=samples, seed=seed)
+    flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
+                 problems=launch.split_list(problems), limit=limit, temperature=temperature,
+                 top_p=top_p, max_new_tokens=max_new_tokens, out=out, executor=executor,
+                 ray_address=ray_address, samples=samples, seed=seed, fail_fast=fail_fast)
     if resume is not None:
-        named = {"plugin": plugin, "config": config, **flags}
-        given = [_flag_name(n) for n, v in named.items() if v is not None and n not in RELOCATING]
-        if given:
-            raise UserError("--resume continues a run as it was configured (only --data-dir "
-                            f"and --base-url may relocate it); drop {', '.join(given)}")
-        layer = flag_layer(data_dir=data_dir, base_url=base_url)
-        layer = configuration.absolute_paths(layer, Path.cwd()) if layer else layer
-        relocate = {PLACES[n]: layer[PLACES[n][0]][PLACES[n][1]]
-                    for n in RELOCATING if flags[n] is not None}
-        info, lock = open_run(resume, relocate)
+        launch.refuse_with_resume({"plugin": plugin, "config": config, "model_arg": model_arg,
+                                   "dry_run": dry_run, **flags})
+        info, lock = open_run(resume, launch.relocations(data_dir, base_url))
         try:
             session = prepare(info.config, info.run_dir)
         except BaseException:
             lock.release()
             raise
     else:
-        layers = []
-        if plugin is not None:
-            layers.append(experiment_preset(plugin))
-        if config is not None:
-            layers.append(configuration.read_file(config))
-        if not layers:
-            raise UserError("give --plugin NAME (an experiment preset) and/or --config FILE")
-        layers.append(flag_layer(**flags))
-        config_used = configuration.absolute_paths(configuration.merge(*layers), Path.cwd())
+        resolved = launch.resolve_fresh(plugin, config, flags, model_arg or ())
+        config_used = resolved.config
         run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]
                    else default_run_dir(config_used))
+        if dry_run:
+            plan = check_run(config_used, run_dir, resolved.where).plan(0, {})
+            shown = {**config_used, "run": {**config_used["run"], "out": str(run_dir)}}
+            sys.stdout.write(launch.dry_run_text(shown, [t.id for t in plan.tasks]))
+            return
         check_new_run_dir(run_dir)
-        session = prepare(config_used, run_dir)
+        session = prepare(config_used, run_dir, resolved.where)
         try:
             info, lock = create_run(config_used, run_dir)
         except BaseException:
@@ -118,7 +128,7 @@ def run(
     if json_output:
         print_json(summary)
         return
-    stdout.print(summary_table(summary))
+    show(summary_grid(summary))
     if len(summary.get("trials", ())) > 1:
-        stdout.print(trials_table(summary))
-    stdout.print(f"run directory: {summary['run_dir']}")
+        show(trials_grid(summary))
+    note(f"run directory: {summary['run_dir']}")

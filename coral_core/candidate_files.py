@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +51,18 @@ def find_task(dataset: Dataset, problem: str) -> Task:
     return dataset.tasks(split, [problem])[0]
 
 
-def document(task: Task, scoring: Scoring, code: str) -> dict[str, Any]:
-    """The `coral evaluate --json` contract for one candidate."""
+def _as_user_file(detail: str, task: Task, path: Path | None) -> str:
+    """Details name the module the sandbox loaded (`gcd.py`); the user wrote `path`."""
+    if path is None or task.execution is None:
+        return detail
+    module = re.escape(task.execution.module + ".py")
+    return re.sub(rf"(?<![\w/.-]){module}\b", lambda _: str(path), detail)
+
+
+def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
+             ) -> dict[str, Any]:
+    """The `coral evaluate --json` contract for one candidate (details that name the
+    loaded module name the user's file `path` instead)."""
     candidate = Candidate(task, code)
     scored = scoring.scorer.score(candidate)
     execution = scoring.context.execution(candidate)
@@ -59,7 +70,8 @@ def document(task: Task, scoring: Scoring, code: str) -> dict[str, Any]:
         "problem": task.id,
         "passed": bool(scored.passed),
         "tests": execution.counts,
-        "outcomes": [{"test": o.name, "status": o.status, "detail": o.detail}
+        "outcomes": [{"test": o.name, "status": o.status,
+                      "detail": _as_user_file(o.detail, task, path)}
                      for o in execution.outcomes],
         "objectives": dict(scored.objectives),
         "fitness": round(scored.fitness, 6),
@@ -79,6 +91,7 @@ def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[Candidate
         sources.append(read_candidate(item.path))
     threads = scoring.sandbox.workers * 2
     with ThreadPoolExecutor(threads) as pool:
-        documents = list(pool.map(lambda pair: document(tasks[pair[0].problem], scoring, pair[1]),
-                                  zip(files, sources)))
+        documents = list(pool.map(
+            lambda pair: document(tasks[pair[0].problem], scoring, pair[1], pair[0].path),
+            zip(files, sources)))
     return [{"file": str(item.path), **doc} for item, doc in zip(files, documents)]

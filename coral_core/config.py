@@ -25,7 +25,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,8 +38,9 @@ from .config_schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check, check_
                             kind_of, parse_path)
 from .errors import UserError
 
-__all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "validate", "read_file", "merge",
-           "override_layer", "resolve", "digest", "absolute_paths", "dump", "loads_resolved"]
+__all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "Layer", "validate", "read_file", "merge",
+           "locate", "override_layer", "resolve", "digest", "absolute_paths", "dump",
+           "loads_resolved"]
 
 # Keys that may differ when a run is relocated (resumed elsewhere): not part of its digest.
 RELOCATABLE = (("dataset", "data_dir"), ("model", "base_url"), ("run", "out"))
@@ -84,8 +85,38 @@ def _where(origin: str, text: str, path: tuple[str, ...]) -> str:
     return origin + (f" (line {line})" if line else "")
 
 
-def validate(data: Mapping[str, Any], origin: str, text: str = "") -> dict[str, Any]:
-    """Check sections, keys, types and ranges; return a normalised copy (ints -> floats)."""
+class Layer(dict):
+    """A validated layer that remembers where it came from, so that a value found wrong
+    later (a split the data set does not have) can be reported at its file and line."""
+
+    def __init__(self, values: Mapping[str, Any], origin: str, text: str = "") -> None:
+        super().__init__(values)
+        self.origin = origin
+        self.text = text
+
+
+def _sets(layer: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    value: Any = layer
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
+def locate(layers: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> str:
+    """Where the value at `path` comes from: the last layer that sets it, as 'FILE (line
+    N)', 'command line' or "experiment 'NAME'"; 'the defaults' when no layer does."""
+    for layer in reversed(layers):
+        if _sets(layer, path):
+            origin = getattr(layer, "origin", "") or "configuration"
+            return _where(origin, getattr(layer, "text", ""), path)
+    return "the defaults"
+
+
+def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
+    """Check sections, keys, types and ranges; return a normalised copy (ints -> floats)
+    that remembers `origin` and `text` (see `locate`)."""
     result: dict[str, Any] = {}
     try:
         for section, values in data.items():
@@ -97,10 +128,10 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> dict[str, 
                                for key, value in values.items()}
     except Invalid as error:
         raise UserError(f"{_where(origin, text, error.path)}: {error}") from None
-    return result
+    return Layer(result, origin, text)
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
+def read_file(path: str | Path) -> Layer:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -12,6 +12,8 @@ import copy
 import math
 from typing import Any
 
+from .suggest import did_you_mean
+
 
 class Invalid(ValueError):
     """A value that does not fit the schema; `path` is the offending key as a tuple of parts."""
@@ -38,6 +40,7 @@ def _distinct(values: list[Any]) -> Any:
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "dataset": {
         "name": ("str", None), "split": ("str", None), "problems": ("list[str]", _distinct),
+        "limit": ("int", lambda v: v >= 0 or "must be >= 0 (0 = every problem)"),
         "data_dir": ("str", None), "options": ("table", None),
     },
     "model": {
@@ -76,11 +79,13 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
         "samples": ("int", lambda v: v >= 1 or "must be >= 1"),
         "seed": ("int", lambda v: v >= 0 or "must be >= 0"),
         "out": ("str", None),
+        "fail_fast": ("bool", None),
     },
 }
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "dataset": {"name": "", "split": "test", "problems": [], "data_dir": "", "options": {}},
+    "dataset": {"name": "", "split": "test", "problems": [], "limit": 0, "data_dir": "",
+                "options": {}},
     "model": {
         "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95,
         "top_k": 0,
@@ -94,10 +99,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "executor": "local", "ray_address": "", "workers": 0, "test_timeout": 5.0,
         "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
     },
-    "run": {"samples": 10, "seed": 0, "out": ""},
+    "run": {"samples": 10, "seed": 0, "out": "", "fail_fast": False},
 }
 
-TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number",
+TYPE_NAMES = {"str": "a string", "bool": "true or false", "int": "an integer",
+              "float": "a number",
               "list[str]": "a list of strings", "table": "a table",
               "table[float]": "a table of numbers", "space": "a table of search dimensions"}
 
@@ -135,6 +141,8 @@ def _is_number(value: Any) -> bool:
 def _kind_ok(kind: str, value: Any) -> bool:
     if kind == "str":
         return isinstance(value, str)
+    if kind == "bool":
+        return isinstance(value, bool)
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
@@ -163,12 +171,14 @@ def kind_of(path: tuple[str, ...]) -> str:
     inside free-form options); unknown keys and paths into non-tables are `Invalid`."""
     section, key, rest = path[0], (path[1] if len(path) > 1 else None), path[2:]
     if section not in SCHEMA:
-        raise Invalid(path[:1], f"unknown section [{section}] (known: {', '.join(SCHEMA)})")
+        raise Invalid(path[:1], f"unknown section [{section}]{did_you_mean(section, SCHEMA)} "
+                                f"(known: {', '.join(SCHEMA)})")
     if key is None:
         raise Invalid(path, f"'{section}' is a section, not a key: name one as "
                             f"'{section}.KEY'")
     if key not in SCHEMA[section]:
-        raise Invalid(path[:2], f"unknown key '{section}.{key}' "
+        raise Invalid(path[:2], f"unknown key '{section}.{key}'"
+                                f"{did_you_mean(key, SCHEMA[section])} "
                                 f"(known: {', '.join(SCHEMA[section])})")
     kind = SCHEMA[section][key][0]
     if not rest:

@@ -6,15 +6,20 @@ import hashlib
 import statistics
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Callable, TypeVar
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence, TypeVar
 
 from .verdicts import Outcome, judge_case, tally
 from .errors import UserError
-from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy
+from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy, StepResult
 from .types import Candidate, Task
 
 T = TypeVar("T")
+
+# A traced run (counting lines) is several times slower than a plain one: it gets this many
+# times the plain timeouts, at most TRACED_CAP seconds of CPU time per case.
+TRACED_FACTOR = 20.0
+TRACED_CAP = 120.0
 
 
 def code_digest(code: str) -> str:
@@ -37,23 +42,46 @@ class Execution:
         return bool(self.outcomes) and all(o.status == "pass" for o in self.outcomes)
 
 
+def _cpu(step: StepResult) -> float:
+    return step.cpu if step.cpu >= 0 else step.seconds
+
+
 @dataclass(frozen=True)
 class ReferenceTiming:
+    """The reference solution's wall time and each step's CPU time (medians of runs)."""
+
     seconds: float
     step_seconds: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Lines executed loading a program and in each counted case; -1 where no honest count
+    exists (the program removed the counter, or the case did not finish)."""
+
+    load: int
+    steps: Mapping[int, int]
+
+    def total(self, steps: Sequence[int]) -> int:
+        values = [self.load, *(self.steps.get(i, -1) for i in steps)]
+        return -1 if any(v < 0 for v in values) else sum(values)
 
 
 class ExecutionContext:
     """Caches executions by content, so identical candidates run once.
 
     timeout_factor > 0 makes each test's timeout relative to the reference solution's
-    time for that test: min(policy.timeout, max(timeout_floor, factor x reference)).
+    CPU time for that test: min(policy.timeout, max(timeout_floor, factor x reference)).
+    `cost(candidate)` counts the lines a candidate executes (the deterministic cost the
+    runtime objective compares) in a run of its own: a line tracer slows a program several
+    times, and must never turn a pass into a timeout, so verdicts come from untraced runs.
     """
 
     REFERENCE_RUNS = 3
 
     def __init__(
         self, sandbox: Sandbox, *, timeout_factor: float = 0.0, timeout_floor: float = 0.25,
+        count_cost: bool = False,
     ):
         self.sandbox = sandbox
         self.policy: SandboxPolicy = sandbox.policy
@@ -79,15 +107,19 @@ class ExecutionContext:
         return future.result()
 
     def _run(self, task: Task, code: str, timeouts: list[float] | None,
-             sandbox: Sandbox | None = None) -> ExecutionResult:
+             sandbox: Sandbox | None = None, steps: tuple[int, ...] | None = None,
+             count: bool = False) -> ExecutionResult:
+        """Run `code` on the task's cases (or the cases numbered `steps`)."""
         if task.execution is None:
             raise UserError(f"task '{task.id}' of {task.dataset} has no executable tests")
-        key = (task.dataset, task.id, tuple(timeouts) if timeouts else None)
+        key = (task.dataset, task.id, tuple(timeouts) if timeouts else None, steps, count)
         with self._lock:
             template = self._templates.get(key)
             if template is None:
-                template = self._templates[key] = JobTemplate(task.execution, self.policy,
-                                                              timeouts)
+                spec = task.execution
+                if steps is not None:
+                    spec = replace(spec, cases=tuple(spec.cases[i] for i in steps))
+                template = self._templates[key] = JobTemplate(spec, self.policy, timeouts, count)
         return (sandbox or self.sandbox).run(template.job(code))
 
     def _references(self) -> Sandbox:
@@ -105,19 +137,59 @@ class ExecutionContext:
             sandbox.close()
 
     def reference(self, task: Task) -> ReferenceTiming:
-        """Median of a few runs of the reference solution, once per context."""
+        """Medians over a few untraced runs of the reference solution, once per context.
+        Step times are CPU times (a busy machine does not stretch them), where reported."""
         def measure() -> ReferenceTiming:
             sandbox = self._references()
             runs = [self._run(task, task.reference, None, sandbox)
                     for _ in range(self.REFERENCE_RUNS)]
-            steps = tuple(
-                statistics.median(run.steps[i].seconds for run in runs)
-                for i in range(len(runs[0].steps))
-            )
-            timing = ReferenceTiming(statistics.median(run.seconds for run in runs), steps)
-            return timing
+            steps = tuple(statistics.median(_cpu(run.steps[i]) for run in runs)
+                          for i in range(len(runs[0].steps)))
+            return ReferenceTiming(statistics.median(run.seconds for run in runs), steps)
 
         return self._once(("reference", task.dataset, task.id), measure)
+
+    def _traced_timeouts(self, task: Task, steps: tuple[int, ...]) -> list[float]:
+        plain = self.timeouts(task) or [self.policy.timeout] * len(task.execution.cases)
+        return [min(TRACED_CAP, TRACED_FACTOR * plain[i]) for i in steps]
+
+    def reference_cost(self, task: Task) -> Cost:
+        """The reference solution's lines, loading and per case (one traced run: the count
+        is deterministic)."""
+        def count() -> Cost:
+            assert task.execution is not None
+            steps = tuple(range(len(task.execution.cases)))
+            result = self._run(task, task.reference, self._traced_timeouts(task, steps),
+                               self._references(), steps, count=True)
+            return Cost(result.load_cost, {i: s.cost for i, s in zip(steps, result.steps)})
+
+        return self._once(("reference-cost", task.dataset, task.id), count)
+
+    def cost(self, candidate: Candidate, steps: tuple[int, ...]) -> Cost:
+        """The candidate's lines, loading and on the cases numbered `steps` (those it
+        passed), in a traced run with TRACED_FACTOR times the usual timeouts."""
+        task = candidate.task
+
+        def count() -> Cost:
+            result = self._run(task, candidate.code, self._traced_timeouts(task, steps),
+                               steps=steps, count=True)
+            costs = {i: s.cost if s.status == "ok" else -1 for i, s in zip(steps, result.steps)}
+            return Cost(result.load_cost, costs)
+
+        return self._once(("cost", task.dataset, task.id, code_digest(candidate.code),
+                           ",".join(map(str, steps))), count)
+
+    def interleaved_timings(self, candidate: Candidate, repeats: int) -> tuple[float, float]:
+        """Minimum wall seconds of the candidate and of the reference over `repeats` runs
+        taken in turn (candidate, reference, ...), so a burst of load hits both alike."""
+        task = candidate.task
+        timeouts = self.timeouts(task)
+        references = self._references()
+        ours, theirs = [], []
+        for _ in range(repeats):
+            ours.append(self._run(task, candidate.code, timeouts).seconds)
+            theirs.append(self._run(task, task.reference, None, references).seconds)
+        return min(ours), min(theirs)
 
     def timeouts(self, task: Task) -> list[float] | None:
         if self.timeout_factor <= 0:

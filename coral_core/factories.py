@@ -15,9 +15,11 @@ from . import plugins
 from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from .errors import UserError
 from .execution import ExecutionContext
+from .options import takes, unknown_options
 from .protocols import Dataset, Executor, Model
 from .sandbox import Sandbox, SandboxPolicy
 from .scoring import Scorer
+from .suggest import unknown
 from .types import SamplingParams, Task
 
 
@@ -55,12 +57,20 @@ def model_entry(section: Mapping[str, Any]) -> Any:
 
 def check_model(section: Mapping[str, Any]) -> None:
     """What can be refused without building the model: an unknown backend, options it
-    does not take, an adapter it cannot apply."""
+    does not take (with a did-you-mean), a server URL for a model that has no server, an
+    adapter it cannot apply."""
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     if section["adapter"] and not getattr(entry.factory, "supports_adapters", False):
         raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
                         f"({section['adapter']})")
+    if section["base_url"] and not takes(entry.factory, "base_url"):
+        raise UserError(f"model '{prefix}' is not served over HTTP, so --base-url (model."
+                        f"base_url = {section['base_url']!r}) does not apply to it; it is "
+                        "for servers such as openai:MODEL")
+    complaint = unknown_options(entry.factory, list(section["options"]), f"model '{prefix}'")
+    if complaint:
+        raise UserError(f"[model.options]: {complaint}")
     options = _model_options(section)
     if plugins.accepts(entry.factory, "dataset"):
         options["dataset"] = None
@@ -129,13 +139,25 @@ def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> S
 
 
 def build_evaluators(section: Mapping[str, Any]) -> list[Any]:
+    """The evaluators `use` names, with their options. Options for an evaluator that is
+    not registered are refused (a typo would otherwise be ignored); options for one that
+    is registered but not in use are allowed (a search may switch it on)."""
     if not section["use"]:
         raise UserError("no evaluators configured ([evaluators] use is empty)")
+    known = plugins.registry().entries["evaluators"]
+    for name in section["options"]:
+        if name not in known:
+            raise UserError(f"[evaluators.options.{name}]: "
+                            + unknown("evaluator", name, known))
     evaluators = []
     for name in section["use"]:
         options = section["options"].get(name, {})
         if not isinstance(options, dict):
             raise UserError(f"[evaluators.options.{name}] must be a table")
+        entry = plugins.registry().get("evaluators", name)
+        complaint = unknown_options(entry.factory, list(options), f"evaluator '{name}'", 0)
+        if complaint:
+            raise UserError(f"[evaluators.options.{name}]: {complaint}")
         evaluators.append(plugins.build("evaluators", name, **options))
     return evaluators
 

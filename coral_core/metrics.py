@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
+from .intervals import summary_intervals
 from .store import ScoreRecord, TaskRecord
 
 
@@ -36,6 +37,7 @@ def problem_summary(task: TaskRecord, records: Sequence[ScoreRecord]) -> dict[st
         "split": task.split,
         "seen_in_training": task.seen_in_training,
         "n": n,
+        "errors": sum(1 for r in records if r.details.get("error")),
     }
     if task.has_success:
         c = sum(1 for r in records if r.passed)
@@ -48,9 +50,11 @@ def problem_summary(task: TaskRecord, records: Sequence[ScoreRecord]) -> dict[st
 
 
 def summarize(tasks: Sequence[TaskRecord], records: Mapping[tuple[str, int], ScoreRecord],
-              ) -> dict[str, Any]:
+              seed: int = 0) -> dict[str, Any]:
     """Per-problem results and their means; pass@k overall for every k all problems reach,
-    and `fixed`, over the problems that define success."""
+    and `fixed`, over the problems that define success; `errors`, the samples whose
+    scoring raised (scored 0, see the record's details); `intervals`, a bootstrap 95%
+    interval for each overall figure, seeded with `seed` (the run's)."""
     by_task: dict[str, list[ScoreRecord]] = {t.task_id: [] for t in tasks}
     for (task_id, _), record in sorted(records.items()):
         if task_id in by_task:
@@ -70,4 +74,7 @@ def summarize(tasks: Sequence[TaskRecord], records: Mapping[tuple[str, int], Sco
     result["fitness"] = round(_mean(p["fitness"] for p in counted), 6)
     if succeeding:
         result["fixed"] = sum(1 for p in succeeding if p["c"] >= 1)
+    result["errors"] = sum(p["errors"] for p in problems)
+    result["intervals"] = summary_intervals(problems, list(result.get("pass_at_k", {})),
+                                            names, seed)
     return result

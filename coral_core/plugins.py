@@ -12,7 +12,12 @@ Environment (read when the registry is first built; `reset()` forgets it):
 - ``CORAL_PLUGINS=a,b`` loads the entry points named ``a`` and ``b`` even when autoload
   is off; a name that no installed distribution provides is an error.
 - ``CORAL_DISABLE_PLUGINS=a,b`` blocks plugins by name: a built-in's dotted module name, or
-  an entry-point name. Blocking wins over ``CORAL_PLUGINS``.
+  an entry-point name. Blocking wins over ``CORAL_PLUGINS``. A name that matches no plugin
+  is warned about (a typo would otherwise block nothing, silently).
+
+A third-party plugin that fails to import, or whose registration hook raises, is reported
+(file, line, the exception's last line) and skipped: `coral plugins list` shows it as
+failed and everything else keeps working. `-v` adds the traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import logging
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -29,12 +35,17 @@ import pluggy
 
 from . import hookspecs
 from .errors import UserError
+from .failures import describe
+from .suggest import did_you_mean, unknown
+
+log = logging.getLogger(__name__)
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.datasets.quixbugs",
     "coral_plugins.models.baseline",
     "coral_plugins.models.hf",
     "coral_plugins.models.openai",
+    "coral_plugins.models.reference",
     "coral_plugins.evaluators.tests",
     "coral_plugins.evaluators.style",
     "coral_plugins.evaluators.security",
@@ -64,9 +75,31 @@ class Registered:
 
 @dataclass(frozen=True)
 class PluginInfo:
+    """A plugin as `coral plugins list` shows it; `error` is set when it failed (to load,
+    or in a registration hook) and was skipped."""
+
     name: str
     source: str  # "builtin" or "DIST VERSION"
     hooks: tuple[str, ...]
+    error: str = ""
+
+    @property
+    def status(self) -> str:
+        return "failed" if self.error else "loaded"
+
+
+class NameConflict(UserError):
+    """Two plugins register one name: which one a configuration means is ambiguous, so
+    this stops Coral instead of skipping a plugin."""
+
+
+@dataclass(frozen=True)
+class HookFailure:
+    """A lifecycle hook implementation that raised: the run goes on (unless fail-fast)."""
+
+    plugin: str
+    hook: str
+    error: str
 
 
 @dataclass
@@ -78,17 +111,29 @@ class Registry:
     entries: dict[str, dict[str, Registered]] = field(
         default_factory=lambda: {kind: {} for kind in KINDS}
     )
+    _callers: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def get(self, kind: str, name: str) -> Registered:
         try:
             return self.entries[kind][name]
         except KeyError:
-            known = ", ".join(sorted(self.entries[kind])) or "none"
-            label = LABELS[kind]
-            raise UserError(f"unknown {label} '{name}' (known: {known})") from None
+            failed = [p.name for p in self.plugins if p.error]
+            hint = (f"plugin {', '.join(repr(n) for n in failed)} failed to load (see 'coral "
+                    "plugins list')" if failed else "")
+            raise UserError(unknown(LABELS[kind], name, self.entries[kind], hint)) from None
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.entries[kind])
+
+    def caller(self, hook_name: str, plugin_name: str) -> Any:
+        """A hook caller that reaches only `plugin_name`'s implementation."""
+        key = (hook_name, plugin_name)
+        if key not in self._callers:
+            others = [impl.plugin for impl in getattr(self.manager.hook, hook_name)
+                      .get_hookimpls() if impl.plugin_name != plugin_name]
+            self._callers[key] = self.manager.subset_hook_caller(hook_name,
+                                                                 remove_plugins=others)
+        return self._callers[key]
 
 
 def _names(variable: str) -> list[str]:
@@ -112,11 +157,13 @@ def _entry_points(blocked: set[str]) -> list[metadata.EntryPoint]:
     names, less the blocked ones."""
     found = list(metadata.entry_points(group="coral"))
     wanted = _names("CORAL_PLUGINS")
-    missing = [name for name in wanted if name not in {ep.name for ep in found}]
+    names = {ep.name for ep in found}
+    missing = [name for name in wanted if name not in names]
     if missing:
         raise UserError(
             f"CORAL_PLUGINS names {', '.join(repr(n) for n in missing)}, but no installed "
-            "distribution has a 'coral' entry point of that name (see 'coral plugins list')"
+            "distribution has a 'coral' entry point of that name"
+            f"{did_you_mean(missing[0], names)} (see 'coral plugins list')"
         )
     if not autoload():
         found = [ep for ep in found if ep.name in wanted]
@@ -128,13 +175,33 @@ def _source(entry_point: metadata.EntryPoint) -> str:
     return f"{dist.name} {dist.version}" if dist else "entry point"
 
 
-def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str]]:
+def _warn_unmatched(blocked: set[str]) -> None:
+    """A CORAL_DISABLE_PLUGINS name that names no plugin blocks nothing: say so."""
+    known = set(BUILTIN_PLUGINS) | {ep.name for ep in metadata.entry_points(group="coral")}
+    for name in sorted(blocked - known):
+        log.warning("CORAL_DISABLE_PLUGINS names '%s', which matches no plugin%s; it blocks "
+                    "nothing (see 'coral plugins list')", name, did_you_mean(name, known))
+
+
+def _failed(name: str, action: str, error: BaseException) -> str:
+    """Log a plugin's failure (one line; the traceback with -v) and return its summary."""
+    summary = describe(error)
+    log.warning("plugin '%s' %s and was skipped: %s", name, action, summary)
+    log.debug("traceback of plugin '%s':", name, exc_info=error)
+    return summary
+
+
+def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str]]:
+    """The manager with every plugin that loads, their sources, and {name: error} for the
+    entry points that failed to import (skipped)."""
     manager = pluggy.PluginManager("coral")
     manager.add_hookspecs(hookspecs)
     blocked = disabled_plugins()
+    _warn_unmatched(blocked)
     for name in blocked:
         manager.set_blocked(name)
     sources: dict[str, str] = {}
+    failures: dict[str, str] = {}
     for module_name in BUILTIN_PLUGINS:
         if module_name in blocked:
             continue
@@ -149,8 +216,10 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str]]:
             )
         try:
             plugin = entry_point.load()
-        except Exception as error:  # a broken third-party package must not hide the cause
-            raise UserError(f"plugin '{name}' failed to load: {error}") from error
+        except Exception as error:  # a broken third-party package must not break Coral
+            failures[name] = _failed(name, "failed to load", error)
+            sources[name] = _source(entry_point)
+            continue
         if manager.is_registered(plugin):
             raise UserError(
                 f"plugin '{name}' ({_source(entry_point)}) is '{manager.get_name(plugin)}', "
@@ -158,13 +227,16 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str]]:
             )
         manager.register(plugin, name=name)
         sources[name] = _source(entry_point)
-    return manager, sources
+    return manager, sources, failures
 
 
-def _collect(manager: pluggy.PluginManager, kind: str) -> dict[str, Registered]:
+def _collect(manager: pluggy.PluginManager, kind: str,
+             failures: dict[str, str] | None = None) -> dict[str, Registered]:
     """Call `coral_register_KIND` plugin by plugin, in registration order (built-ins
     first), each through its own pluggy hook caller, so that every registered name is
-    known to come from the plugin whose hook registered it."""
+    known to come from the plugin whose hook registered it. A hook that raises marks its
+    plugin failed in `failures` (what it registered in this call is dropped); without
+    `failures`, it is a UserError."""
     found: dict[str, Registered] = {}
     hook_name = f"coral_register_{kind}"
     implementations = getattr(manager.hook, hook_name).get_hookimpls()
@@ -175,7 +247,7 @@ def _collect(manager: pluggy.PluginManager, kind: str) -> dict[str, Registered]:
             if not isinstance(name, str) or not name:
                 raise UserError(f"plugin '{_plugin}' registered a {kind} entry without a name")
             if name in found:
-                raise UserError(
+                raise NameConflict(
                     f"{kind} name '{name}' is registered by both '{found[name].plugin}' "
                     f"and '{_plugin}'; disable one with CORAL_DISABLE_PLUGINS"
                 )
@@ -183,31 +255,46 @@ def _collect(manager: pluggy.PluginManager, kind: str) -> dict[str, Registered]:
 
         others = [other.plugin for other in implementations if other is not impl]
         caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
+        before = dict(found)
         try:
             caller(register=register)
-        except UserError:
-            raise
+        except UserError as error:
+            if isinstance(error, NameConflict) or failures is None:
+                raise
+            failures[plugin_name] = _failed(plugin_name, f"failed in {hook_name}", error)
+            found = before
         except Exception as error:  # a third-party hook's bug, named in one line
-            raise UserError(
-                f"plugin '{plugin_name}' failed in {hook_name}: {type(error).__name__}: {error}"
-            ) from error
+            if failures is None:
+                raise UserError(f"plugin '{plugin_name}' failed in {hook_name}: "
+                                f"{describe(error)}") from error
+            failures[plugin_name] = _failed(plugin_name, f"failed in {hook_name}", error)
+            found = before
     return found
 
 
 @functools.lru_cache(maxsize=1)
 def registry() -> Registry:
     """Load every plugin once per process and collect what they register."""
-    manager, sources = _make_manager()
+    manager, sources, failures = _make_manager()
     result = Registry(manager)
+    for kind in KINDS:
+        result.entries[kind] = _collect(manager, kind, failures)
     for name, plugin in manager.list_name_plugin():
         if plugin is None:  # blocked by CORAL_DISABLE_PLUGINS
             continue
         hooks = tuple(
             sorted(caller.name for caller in manager.get_hookcallers(plugin) or ())
         )
-        result.plugins.append(PluginInfo(name, sources.get(name, "unknown"), hooks))
-    for kind in KINDS:
-        result.entries[kind] = _collect(manager, kind)
+        result.plugins.append(PluginInfo(name, sources.get(name, "unknown"), hooks,
+                                         failures.get(name, "")))
+    for name, error in failures.items():
+        if manager.get_plugin(name) is not None:  # failed in a hook: drop all it gave
+            manager.unregister(name=name)
+            for kind in KINDS:
+                result.entries[kind] = {key: entry for key, entry in result.entries[kind]
+                                        .items() if entry.plugin != name}
+        else:
+            result.plugins.append(PluginInfo(name, sources.get(name, "unknown"), (), error))
     return result
 
 
@@ -216,9 +303,20 @@ def reset() -> None:
     registry.cache_clear()
 
 
-def notify(hook_name: str, **kwargs: Any) -> None:
-    """Call a lifecycle hook on every plugin that implements it."""
-    getattr(registry().manager.hook, hook_name)(**kwargs)
+def notify(hook_name: str, **kwargs: Any) -> list[HookFailure]:
+    """Call a lifecycle hook on every plugin that implements it, one plugin at a time, so
+    that one plugin's exception neither stops the others nor the caller: the failures are
+    returned (the runner records them, or stops with --fail-fast)."""
+    current = registry()
+    failures = []
+    for impl in getattr(current.manager.hook, hook_name).get_hookimpls():
+        try:
+            current.caller(hook_name, impl.plugin_name)(**kwargs)
+        except Exception as error:  # a plugin's bug must not end a run
+            log.debug("traceback of %s in plugin '%s':", hook_name, impl.plugin_name,
+                      exc_info=error)
+            failures.append(HookFailure(impl.plugin_name, hook_name, describe(error)))
+    return failures
 
 
 def build(kind: str, name: str, **options: Any) -> Any:

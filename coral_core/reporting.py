@@ -5,11 +5,13 @@ is alive). Nothing in the folder is created or changed."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .lifecycle import hook_errors
 from .metrics import summarize
 from .rundir import SUMMARY_FILE, RunInfo, holder, is_run_dir, read_config
 from .runner import build_summary
@@ -17,7 +19,7 @@ from .store import RunStore
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
-    run_dir = Path(run_dir).absolute()
+    run_dir = Path(os.path.abspath(run_dir))
     if not is_run_dir(run_dir):
         raise UserError(f"{run_dir} is not a Coral run directory")
     store = RunStore.in_run(run_dir, read_only=True)
@@ -31,11 +33,13 @@ def load_report(run_dir: Path) -> dict[str, Any]:
                 raise UserError(f"cannot read {summary_path}: {error}") from None
             return {**summary, "status": status}
         config = read_config(run_dir)
+        seed = config["run"]["seed"]
         trials = [t if t.status == "finished" else replace(  # what it holds so far
-            t, result=summarize(store.tasks(t.trial), store.evaluations(t.trial)))
+            t, result=summarize(store.tasks(t.trial), store.evaluations(t.trial), seed))
             for t in store.trials()]
         summary = build_summary(RunInfo(run_dir, config, resumed=False), trials,
-                                config["search"]["rank_by"], partial=True)
+                                config["search"]["rank_by"], partial=True,
+                                hook_errors=hook_errors(store), status=status)
         pid = holder(run_dir)
         counts = {"trials": len(trials),
                   "trials_finished": sum(t.status == "finished" for t in trials),

@@ -126,7 +126,7 @@ def check_new_run_dir(run_dir: Path) -> None:
 def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]:
     """Make the run directory, locked, with its config.toml and an empty store. A folder
     this made is removed again if any step fails, so nothing half-made is left."""
-    run_dir = Path(run_dir).absolute()
+    run_dir = Path(os.path.abspath(run_dir))
     check_new_run_dir(run_dir)
     made = not run_dir.exists()
     try:
@@ -173,7 +173,7 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
     """An interrupted run to resume, locked. Refused: a finished run, a folder that is
     not a run, a config.toml edited since the run began. `relocate` sets relocatable keys
     (data_dir, base_url); they are written back to config.toml and logged in the store."""
-    run_dir = Path(run_dir).absolute()
+    run_dir = Path(os.path.abspath(run_dir))
     if not is_run_dir(run_dir):
         raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
                         f"{RunStore.FILENAME})")

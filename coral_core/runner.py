@@ -9,9 +9,10 @@ resumed run continues the same search: no finished trial or sample is redone.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from . import __version__, config as configuration, plugins
 from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
@@ -21,7 +22,9 @@ from .factories import (build_dataset, build_executor, check_executor, check_mod
 from .protocols import Dataset, Executor, SearchStrategy
 from .rundir import SUMMARY_FILE, RunInfo
 from .atomic import write_text_atomic
+from .lifecycle import Lifecycle, hook_errors
 from .store import RunStore, RunStoreError, TrialRecord
+from .suggest import did_you_mean
 from .trial import NoProgress, Progress, TrialPlan, TrialRun
 from .types import Task
 
@@ -50,13 +53,21 @@ def build_strategy(config: Mapping[str, Any]) -> SearchStrategy:
     return plugins.instantiate(factory, f"search strategy '{name}'", **options)
 
 
+def _nowhere(path: tuple[str, ...]) -> str:
+    return ""
+
+
 class Planner:
     """Resolves a trial's overrides into its configuration, tasks and blueprints, and
-    checks them; data sets are built once per distinct data set section."""
+    checks them; data sets are built once per distinct data set section. `where(path)`
+    names where a key was set ('FILE (line N)'), for errors found only now that the data
+    set is known (a split it does not have)."""
 
-    def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = ()):
+    def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = (),
+                 where: Callable[[tuple[str, ...]], str] = _nowhere):
         self.base = base
         self.hidden = tuple(hidden)
+        self.where = where
         self._datasets: dict[str, Dataset] = {}
         self._tasks: dict[str, tuple[Task, ...]] = {}
         self._checked: set[str] = set()
@@ -69,12 +80,8 @@ class Planner:
     def tasks(self, config: Mapping[str, Any]) -> tuple[Task, ...]:
         blueprint = DatasetBlueprint.of(config)
         if blueprint.digest not in self._tasks:
-            section = config["dataset"]
-            tasks = self.dataset(blueprint).tasks(section["split"], section["problems"])
-            if not tasks:
-                raise UserError(f"data set '{section['name']}' gave no tasks for split "
-                                f"'{section['split']}'")
-            self._tasks[blueprint.digest] = tuple(tasks)
+            self._tasks[blueprint.digest] = select_tasks(self.dataset(blueprint),
+                                                         config["dataset"], self.where)
         return self._tasks[blueprint.digest]
 
     def plan(self, number: int, overrides: Mapping[str, Any]) -> TrialPlan:
@@ -106,27 +113,64 @@ class Session:
         self.executor.close()
 
 
-def prepare(config: Mapping[str, Any], run_dir: Path) -> Session:
+def select_tasks(dataset: Dataset, section: Mapping[str, Any],
+                 where: Callable[[tuple[str, ...]], str] = _nowhere) -> tuple[Task, ...]:
+    """The tasks a `[dataset]` section selects: its split (one the data set has), its
+    problems (each one the data set gave), then the first `limit` of them."""
+    split, problems = section["split"], list(section["problems"])
+    splits = tuple(getattr(dataset, "splits", ()))
+    if splits and split not in splits:
+        at = where(("dataset", "split"))
+        raise UserError(f"{at + ': ' if at else ''}unknown split '{split}'"
+                        f"{did_you_mean(split, splits)} (data set '{section['name']}' has "
+                        f"{', '.join(splits)})")
+    tasks = list(dataset.tasks(split, problems))
+    missing = [p for p in problems if p not in {t.id for t in tasks}]
+    if missing:
+        at = where(("dataset", "problems"))
+        raise UserError(f"{at + ': ' if at else ''}data set '{section['name']}' gave no task "
+                        f"'{missing[0]}' for split '{split}'"
+                        f"{did_you_mean(missing[0], [t.id for t in tasks])}")
+    if section["limit"]:
+        tasks = tasks[:section["limit"]]
+    if not tasks:
+        raise UserError(f"data set '{section['name']}' gave no tasks for split '{split}'")
+    return tuple(tasks)
+
+
+def prepare(config: Mapping[str, Any], run_dir: Path,
+            where: Callable[[tuple[str, ...]], str] = _nowhere) -> Session:
     """Refuse what would fail: the executor, the strategy and its space, the data set and
     its tasks, the model and evaluators of the base configuration (built now), and every
     value of the search space on its own (checked without building)."""
-    check_executor(config["execution"])
+    planner = check_run(config, run_dir, where)
     strategy = build_strategy(config)
-    planner = Planner(config, hidden=(str(Path(run_dir).absolute()),))
-    base = planner.plan(0, {})
-    for key, values in config["search"]["space"].items():
-        for value in _probe_values(values):
-            try:
-                planner.plan(0, {key: value})
-            except UserError as error:
-                raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
     executor = build_executor(config["execution"])
+    base = planner.plan(0, {})
     try:
         executor.prepare(base.model, base.scoring)
     except BaseException:
         executor.close()
         raise
     return Session(config, strategy, planner, executor)
+
+
+def check_run(config: Mapping[str, Any], run_dir: Path,
+              where: Callable[[tuple[str, ...]], str] = _nowhere) -> Planner:
+    """Everything `prepare` checks that builds nothing heavy (no model, no sandbox): the
+    executor's and strategy's names, the tasks, the model's options, the evaluators and
+    every search-space value. `coral run --dry-run` stops here."""
+    check_executor(config["execution"])
+    build_strategy(config)
+    planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
+    planner.plan(0, {})
+    for key, values in config["search"]["space"].items():
+        for value in _probe_values(values):
+            try:
+                planner.plan(0, {key: value})
+            except UserError as error:
+                raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
+    return planner
 
 
 def _probe_values(values: Any) -> list[Any]:
@@ -144,12 +188,14 @@ def execute(info: RunInfo, session: Session, progress: Progress | None = None,
     config = info.config
     store = RunStore.in_run(info.run_dir)
     try:
-        plugins.notify("coral_run_started", run=info)
-        _search(info, session, store, progress)
-        summary = build_summary(info, store.trials(), config["search"]["rank_by"])
+        lifecycle = Lifecycle(store, config["run"]["fail_fast"])
+        lifecycle.notify("coral_run_started", run=info)
+        _search(info, session, store, progress, lifecycle)
+        summary = build_summary(info, store.trials(), config["search"]["rank_by"],
+                                hook_errors=hook_errors(store))
         write_text_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
-        plugins.notify("coral_run_finished", run=info, summary=summary)
+        lifecycle.notify("coral_run_finished", run=info, summary=summary)
         return summary
     except KeyboardInterrupt:
         session.executor.cancel()
@@ -164,7 +210,8 @@ def _strategy_state(strategy: SearchStrategy, told: int) -> str:
     return json.dumps({"state": state, "told": told})
 
 
-def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress) -> None:
+def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress,
+            lifecycle: Lifecycle) -> None:
     strategy, planner, executor = session.strategy, session.planner, session.executor
     saved = json.loads(store.meta("strategy") or "null")
     told = -1
@@ -195,7 +242,7 @@ def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress
                 raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
                                 "configuration than it ran with; it cannot be resumed")
             try:
-                result = TrialRun(plan, store, executor, info, progress).run()
+                result = TrialRun(plan, store, executor, info, progress, lifecycle).run()
             except RunStoreError:
                 raise
             except UserError as error:  # recorded; the run stops, and a resume retries it
@@ -225,17 +272,19 @@ def rank_value(result: Mapping[str, Any] | None, rank_by: str) -> float | None:
 
 
 def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
-                  partial: bool = False) -> dict[str, Any]:
+                  partial: bool = False, hook_errors: int = 0, status: str = "finished",
+                  ) -> dict[str, Any]:
     """Every trial, the best by `rank_by` (ties: the earlier trial), and the best trial's
     per-problem results at the top level (for a single configuration: its only one).
-    `partial` (an unfinished run's report) ranks unfinished trials by what they hold."""
+    `partial` (an unfinished run's report) ranks unfinished trials by what they hold.
+    `hook_errors` counts lifecycle hook calls that raised; `status` is the run's."""
     config = info.config
     rows = []
     for trial in trials:
         result = trial.result or {}
         row: dict[str, Any] = {"trial": trial.trial, "overrides": trial.overrides,
                                "status": trial.status}
-        for key in ("objectives", "fitness", "pass_at_k", "fixed"):
+        for key in ("objectives", "fitness", "pass_at_k", "fixed", "errors"):
             if key in result:
                 row[key] = result[key]
         if trial.error:
@@ -252,7 +301,8 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
     result = dict(best.result) if best and best.result else {"problems": []}
     sandboxed = result.pop("sandboxed", None)
     return {
-        "run_dir": str(info.run_dir),
+        "run_dir": os.path.abspath(info.run_dir),
+        "status": status,
         "model": best_config["model"]["spec"],
         "dataset": best_config["dataset"]["name"],
         "split": best_config["dataset"]["split"],
@@ -263,5 +313,6 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
         "best": {"trial": best.trial, "overrides": best.overrides, "rank_by": rank_by,
                  "value": rank_value(best.result, rank_by)} if best else None,
         "sandboxed": sandboxed,
+        "hook_errors": hook_errors,
         "coral_version": __version__,
     }

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .errors import UserError
+from .failures import describe
 from .execution import ExecutionContext, code_digest
 from .protocols import Evaluator
 from .types import Candidate, Task
@@ -23,6 +24,17 @@ class ScoredCandidate:
     details: Mapping[str, Any] = field(default_factory=dict)
     code: str = ""
     seconds: float = 0.0
+
+
+def failed_candidate(task: Task, error: BaseException, code: str = "",
+                     objective_names: Sequence[str] = (), seconds: float = 0.0,
+                     ) -> ScoredCandidate:
+    """What a candidate whose scoring raised is recorded as: every objective 0, not
+    passed (where the task defines success), and `details["error"]` saying where and what
+    ('FILE:LINE: ExcType: message'), so that the run goes on and the summary counts it."""
+    return ScoredCandidate({name: 0.0 for name in objective_names}, 0.0,
+                           False if task.success is not None else None,
+                           {"error": describe(error)}, code, seconds)
 
 
 def weighted_fitness(objectives: Mapping[str, float], weights: Mapping[str, float]) -> float:

@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     seen_in_training INTEGER NOT NULL, has_success INTEGER NOT NULL,
     prompt_digest TEXT NOT NULL, PRIMARY KEY (trial, task_id)
 );
+CREATE TABLE IF NOT EXISTS prompts (
+    prompt_digest TEXT PRIMARY KEY, prompt TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS generations (
     trial INTEGER NOT NULL, task_id TEXT NOT NULL, sample INTEGER NOT NULL,
     request_digest TEXT NOT NULL, prompt_digest TEXT NOT NULL, params TEXT NOT NULL,
@@ -233,6 +236,20 @@ class RunStore:
         rows = self._rows("SELECT trial, task_id, split, seen_in_training, has_success, "
                           "prompt_digest FROM tasks WHERE trial = ? ORDER BY rowid", (trial,))
         return [TaskRecord(r[0], r[1], r[2], bool(r[3]), bool(r[4]), r[5]) for r in rows]
+
+    # -- prompts (by digest: what `coral export` shows beside each sample)
+    def add_prompts(self, prompts: dict[str, dict[str, Any]]) -> None:
+        """{digest: the prompt as plain data}; a digest already stored is kept."""
+        for digest, prompt in prompts.items():
+            self._write("INSERT OR IGNORE INTO prompts VALUES (?, ?)",
+                        (digest, json.dumps(prompt, ensure_ascii=False)))
+
+    def prompts(self) -> dict[str, dict[str, Any]]:
+        try:
+            rows = self._rows("SELECT prompt_digest, prompt FROM prompts")
+        except RunStoreError:  # a store made before prompts were kept
+            return {}
+        return {digest: json.loads(text) for digest, text in rows}
 
     # -- generations
     def add_generation(self, record: GenerationRecord) -> None:

@@ -12,25 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from . import plugins
 from .blueprints import ModelBlueprint, ScoringBlueprint
 from .errors import UserError
 from .execution import code_digest
 from .factories import sampling_params
+from .lifecycle import Lifecycle
 from .metrics import summarize
 from .protocols import Executor
 from .rundir import RunInfo
-from .scoring import ScoredCandidate
+from .scoring import ScoredCandidate, failed_candidate
 from .seeds import derive_seed
 from .store import GenerationRecord, RunStore, ScoreRecord, TaskRecord
 from .types import GenerationRequest, SamplingParams, Task
 
+log = logging.getLogger(__name__)
+
 
 class Progress(Protocol):
+    """What a run reports as it goes; `note` (optional) says what a phase waits for."""
+
     def start(self, phase: str, total: int, done: int = 0) -> None: ...
 
     def advance(self, phase: str, amount: int = 1) -> None: ...
@@ -41,6 +46,9 @@ class NoProgress:
         pass
 
     def advance(self, phase: str, amount: int = 1) -> None:
+        pass
+
+    def note(self, phase: str, text: str) -> None:
         pass
 
 
@@ -58,6 +66,13 @@ class TrialPlan:
     def task_records(self) -> list[TaskRecord]:
         return [TaskRecord(self.number, t.id, t.split, t.seen_in_training,
                            t.success is not None, t.prompt.digest()) for t in self.tasks]
+
+    def prompts(self) -> dict[str, dict[str, Any]]:
+        """Each task's prompt as plain data, by digest (kept for `coral export`)."""
+        return {t.prompt.digest(): {
+            "instruction": t.prompt.instruction,
+            "messages": [[m.role, m.content] for m in t.prompt.messages],
+            "prefix": t.prompt.prefix, "suffix": t.prompt.suffix} for t in self.tasks}
 
 
 def sample_seed(run_seed: int, task: Task, sample: int) -> int:
@@ -77,26 +92,46 @@ def request_digest(model: ModelBlueprint, request: GenerationRequest) -> str:
 
 
 class TrialRun:
+    """Generates the trial's missing samples and scores every unscored one.
+
+    Generation runs on a helper thread, one batch at a time, while this (the driver's)
+    thread records each evaluation as soon as it completes: a slow model never holds
+    finished scores back (a kill loses only work in flight, and progress is current).
+    A candidate whose scoring raised is recorded as an error (objectives 0) and the run
+    goes on, unless `[run] fail_fast`.
+    """
+
     def __init__(self, plan: TrialPlan, store: RunStore, executor: Executor, info: RunInfo,
-                 progress: Progress):
+                 progress: Progress, lifecycle: Lifecycle | None = None):
         self.plan, self.store, self.executor = plan, store, executor
         self.info, self.progress = info, progress
+        self.lifecycle = lifecycle or Lifecycle(store, plan.config["run"]["fail_fast"])
         self.samples = plan.config["run"]["samples"]
         self.seed = plan.config["run"]["seed"]
+        self.fail_fast = plan.config["run"]["fail_fast"]
         self.adapter = plan.config["model"]["adapter"] or None
         self.pending: dict[Future, tuple[Task, GenerationRecord]] = {}
+        self._warned: set[str] = set()
 
     def request(self, task: Task, sample: int) -> GenerationRequest:
         params = sampling_params(self.plan.config, sample_seed(self.seed, task, sample), task)
         return GenerationRequest(task.prompt, params, adapter=self.adapter, task_id=task.id)
 
+    def _note(self, phase: str, text: str) -> None:
+        note = getattr(self.progress, "note", None)
+        if callable(note):
+            note(phase, text)
+
     def run(self) -> dict[str, Any]:
         number = self.plan.number
         self.store.add_tasks(self.plan.task_records())
+        self.store.add_prompts(self.plan.prompts())
         generations = self.store.generations(number)
         evaluations = self.store.evaluations(number)
         wanted = [(task, i) for task in self.plan.tasks for i in range(self.samples)]
         self._check_stored(wanted, generations)
+        missing = [(t, i) for t, i in wanted if (t.id, i) not in generations]
+        self._note("generate", "the first batch includes model start-up" if missing else "")
         self.progress.start("generate", len(wanted),
                             sum((t.id, i) in generations for t, i in wanted))
         self.progress.start("evaluate", len(wanted),
@@ -105,19 +140,43 @@ class TrialRun:
             record = generations.get((task.id, i))
             if record is not None and (task.id, i) not in evaluations:
                 self._submit(task, record)
-        missing = [(t, i) for t, i in wanted if (t.id, i) not in generations]
-        batch = self.plan.config["model"]["batch_size"]
-        for start in range(0, len(missing), batch):
-            for task, record in self._generate(missing[start: start + batch]):
-                self._submit(task, record)
-            self._collect(block=False)
-        while self.pending:
-            self._collect(block=True)
+        size = self.plan.config["model"]["batch_size"]
+        batches = [missing[start: start + size] for start in range(0, len(missing), size)]
+        self._drive(batches)
         records = self.store.evaluations(number)
-        result = summarize(self.plan.task_records(), records)
-        flags = {r.details.get("sandboxed") for r in records.values()}
+        result = summarize(self.plan.task_records(), records, seed=self.seed)
+        flags = {r.details.get("sandboxed") for r in records.values()
+                 if not r.details.get("error")}
         result["sandboxed"] = all(flags) if flags and None not in flags else None
         return result
+
+    def _drive(self, batches: list[list[tuple[Task, int]]]) -> None:
+        """Generate batch after batch on a helper thread; record whatever completes."""
+        pool = ThreadPoolExecutor(1, thread_name_prefix="coral-generate")
+        try:
+            generating: tuple[Future, list[tuple[Task, int]], list[GenerationRequest]] | None
+            generating = None
+            queue = list(batches)
+            while True:
+                if generating is None and queue:
+                    chunk = queue.pop(0)
+                    requests = [self.request(task, i) for task, i in chunk]
+                    future = pool.submit(self.executor.generate, self.plan.model, requests)
+                    generating = (future, chunk, requests)
+                if generating is None and not self.pending:
+                    return
+                waiting = list(self.pending) + ([generating[0]] if generating else [])
+                done, _ = wait(waiting, return_when=FIRST_COMPLETED)
+                if generating is not None and generating[0] in done:
+                    future, chunk, requests = generating
+                    generating = None
+                    for task, record in self._store_generations(chunk, requests,
+                                                                future.result()):
+                        self._submit(task, record)
+                    self._note("generate", "")
+                self._collect()
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _check_stored(self, wanted: list[tuple[Task, int]],
                       generations: Mapping[tuple[str, int], GenerationRecord]) -> None:
@@ -131,9 +190,9 @@ class TrialRun:
                     "than this configuration gives (data or plugins changed?); it cannot be "
                     "resumed")
 
-    def _generate(self, chunk: list[tuple[Task, int]]) -> list[tuple[Task, GenerationRecord]]:
-        requests = [self.request(task, i) for task, i in chunk]
-        outputs = self.executor.generate(self.plan.model, requests)
+    def _store_generations(self, chunk: list[tuple[Task, int]],
+                           requests: list[GenerationRequest], outputs: Any,
+                           ) -> list[tuple[Task, GenerationRecord]]:
         if len(outputs) != len(requests) or any(len(o) != 1 for o in outputs):
             raise UserError(f"model '{self.plan.config['model']['spec']}' returned the wrong "
                             "number of samples")
@@ -146,7 +205,8 @@ class TrialRun:
                 generation.finish_reason,
             )
             self.store.add_generation(record)
-            plugins.notify("coral_record_written", run=self.info, kind="generation", record=record)
+            self.lifecycle.notify("coral_record_written", run=self.info, kind="generation",
+                                  record=record)
             self.progress.advance("generate")
             made.append((task, record))
         return made
@@ -155,19 +215,34 @@ class TrialRun:
         future = self.executor.submit(self.plan.scoring, task, record.text)
         self.pending[future] = (task, record)
 
-    def _collect(self, block: bool) -> None:
-        done, _ = wait(list(self.pending), timeout=None if block else 0,
-                       return_when=FIRST_COMPLETED)
-        for future in done:
+    def _collect(self) -> None:
+        """Record every evaluation that has completed (without waiting)."""
+        for future in [f for f in self.pending if f.done()]:
             task, generation = self.pending.pop(future)
-            self._record(task, generation, future.result())
+            try:
+                scored = future.result()
+            except UserError:
+                raise
+            except Exception as error:  # an executor that returns the exception itself
+                scored = failed_candidate(task, error)
+            self._record(task, generation, scored)
 
     def _record(self, task: Task, generation: GenerationRecord, scored: ScoredCandidate) -> None:
+        error = scored.details.get("error")
+        if error:
+            where = f"sample {generation.sample} of '{task.id}'"
+            if self.fail_fast:
+                raise UserError(f"scoring {where} raised: {error} (stopped by --fail-fast)")
+            if error not in self._warned and len(self._warned) < 3:
+                self._warned.add(error)
+                log.warning("scoring %s raised: %s; recorded as an error (objectives 0) and "
+                            "the run goes on (--fail-fast stops instead)", where, error)
         record = ScoreRecord(
             self.plan.number, task.id, generation.sample, code_digest(scored.code), scored.passed,
             dict(scored.objectives), scored.fitness, {"code": scored.code, **scored.details},
             scored.seconds,
         )
         self.store.add_evaluation(record)
-        plugins.notify("coral_record_written", run=self.info, kind="evaluation", record=record)
+        self.lifecycle.notify("coral_record_written", run=self.info, kind="evaluation",
+                              record=record)
         self.progress.advance("evaluate")

@@ -18,7 +18,7 @@ def test_layers_merge_in_order_preset_file_flags(tmp_path):
     path.write_text("[run]\nsamples = 5\n[model]\ntemperature = 0.2\n[model.options]\nx = 1\n")
     flags = configuration.validate({"run": {"samples": 3}}, "command line")
     merged = configuration.merge(preset, configuration.read_file(path), flags)
-    assert merged["run"] == {"samples": 3, "seed": 1, "out": ""}
+    assert merged["run"] == {"samples": 3, "seed": 1, "out": "", "fail_fast": False}
     assert merged["model"]["temperature"] == 0.2 and merged["model"]["options"] == {"x": 1}
     assert merged["execution"]["test_timeout"] == 5.0  # untouched default
 

@@ -68,8 +68,8 @@ def test_space_refuses_keys_no_trial_may_change(tmp_path, key):
 
 
 @pytest.mark.parametrize("line, message", [
-    ('"model.temprature" = [0.1]', "[search.space] unknown key 'model.temprature' (known: "),
-    ('"modle.temperature" = [0.1]', "[search.space] unknown section [modle] (known: "),
+    ('"model.temprature" = [0.1]', "[search.space] unknown key 'model.temprature' (did you mean 'temperature'?) "),
+    ('"modle.temperature" = [0.1]', "[search.space] unknown section [modle] (did you mean 'model'?) "),
     ('"model.temperature" = []', "[search.space] 'model.temperature' values must be a "
                                  "non-empty list"),
     ('"model.temperature" = 0.5', "[search.space] 'model.temperature' needs a list of values"),
@@ -156,8 +156,8 @@ def test_resolve_applies_overrides_to_a_copy_of_the_resolved_base():
     assert resolved["evaluators"]["options"] == {"style": {"max_line_length": 100,
                                                            "select": ["E"]}}
     assert resolved["dataset"] == {"name": "quixbugs", "split": "test", "problems": ["sieve"],
-                                   "data_dir": "/data", "options": {}}
-    assert resolved["run"] == {"samples": 3, "seed": 7, "out": ""}
+                                   "limit": 0, "data_dir": "/data", "options": {}}
+    assert resolved["run"] == {"samples": 3, "seed": 7, "out": "", "fail_fast": False}
     assert configuration.dump(BASE) == before  # the base is untouched
 
 
@@ -203,7 +203,8 @@ def test_overrides_refuse_keys_no_trial_may_change(key):
      "'evaluators.weights.bugfix' must be a finite number, got inf"),
     ({"model.options.gen": {"c": float("-inf")}},
      "'model.options.gen.c' must be a finite number, got -inf"),
-    ({"model.temprature": 0.1}, "unknown key 'model.temprature' (known: "),
+    ({"model.temprature": 0.1}, "unknown key 'model.temprature' (did you mean "
+                                "'temperature'?) (known: "),
     ({"model": 3}, "'model' is a section, not a key"),
     ({"dataset.problems": ["sieve", "sieve"]}, "'dataset.problems' lists 'sieve' twice"),
     ({"model.top_p": 2}, "'model.top_p' must be in (0, 1]"),

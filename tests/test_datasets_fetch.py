@@ -31,6 +31,11 @@ def served(tmp_path):
     server.server_close()
 
 
+def _entries(cache: Path) -> list[str]:
+    """What the data set cache holds, less the fetch lock files (kept on purpose)."""
+    return sorted(p.name for p in (cache / "datasets").iterdir() if not p.name.endswith(".lock"))
+
+
 def _archive(data_dir: Path, target: Path, tamper: bool = False) -> None:
     """What GitHub serves: one top folder QuixBugs-<commit>/ holding the repository."""
     top = f"QuixBugs-{COMMIT}"
@@ -63,7 +68,7 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
     assert fetched.returncode == 0, fetched.stderr
     installed = cache / "datasets" / "quixbugs"
     assert (installed / "json_testcases" / "gcd.json").exists()
-    assert [p.name for p in (cache / "datasets").iterdir()] == ["quixbugs"], "no leftovers"
+    assert _entries(cache) == ["quixbugs"], "no leftovers"
 
     listed = json.loads(run_coral("datasets", "list", "--json", env=env).stdout)
     entry = next(d for d in listed if d["name"] == "quixbugs")
@@ -85,7 +90,7 @@ def test_tampered_archive_is_refused_and_nothing_is_installed(served, tmp_path, 
     assert result.returncode == 2
     assert "content digest" in result.stderr and "nothing was installed" in result.stderr
     assert not (cache / "datasets" / "quixbugs").exists()
-    assert not [p for p in (cache / "datasets").iterdir()], "temporary files left behind"
+    assert not _entries(cache), "temporary files left behind"
 
 
 def test_unreachable_archive_is_a_clear_error(tmp_path):

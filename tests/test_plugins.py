@@ -198,7 +198,8 @@ def test_third_party_plugin_is_listed_with_its_distribution(kitchen_run):
 
 
 BUILTIN_MODELS = {"coral_plugins.models.baseline": ["baseline"],
-                  "coral_plugins.models.hf": ["hf"], "coral_plugins.models.openai": ["openai"]}
+                  "coral_plugins.models.hf": ["hf"], "coral_plugins.models.openai": ["openai"],
+                  "coral_plugins.models.reference": ["reference"]}
 
 
 def test_disabled_plugins_are_not_loaded(kitchen_run, data_dir):
@@ -226,12 +227,78 @@ def test_two_plugins_registering_one_name_is_an_error(tmp_path, data_dir):
             "and 'impostor'; disable one with CORAL_DISABLE_PLUGINS") in result.stderr
 
 
-def test_plugin_that_fails_to_import_is_named(tmp_path, data_dir):
-    site = make_distribution(tmp_path / "site", "coral-broken", {"coral_broken": "import nope\n"},
+def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path, data_dir):
+    """The diagnostic command stays usable: the broken plugin is listed as failed with its
+    file, line and the exception's last line; the others load; -v adds the traceback."""
+    site = make_distribution(tmp_path / "site", "coral-broken",
+                             {"coral_broken": "X = 1\nimport nope\n"},
                              {"broken": "coral_broken"})
-    result = run_coral("plugins", "list", env=coral_env(data_dir, PYTHONPATH=str(site),
-                                                        CORAL_PLUGINS="broken"))
-    assert result.returncode == 2 and "plugin 'broken' failed to load" in result.stderr
+    echo_model_distribution(site)
+    env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="broken,echo")
+    listed = run_coral("plugins", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    broken = next(p for p in json.loads(listed.stdout) if p["name"] == "broken")
+    where = f"{site / 'coral_broken.py'}:2: ModuleNotFoundError: No module named 'nope'"
+    assert broken["status"] == "failed" and broken["error"] == where
+    assert next(p for p in json.loads(listed.stdout) if p["name"] == "echo")["status"] == \
+        "loaded"
+    assert f"plugin 'broken' failed to load and was skipped: {where}" in listed.stderr
+    assert "Traceback" not in listed.stderr
+
+    table = run_coral("plugins", "list", env=env)
+    assert table.returncode == 0 and "failed" in table.stdout and "broken" in table.stdout
+    verbose = run_coral("-v", "plugins", "list", env=env)
+    assert verbose.returncode == 0 and "Traceback" in verbose.stderr
+    assert "import nope" in verbose.stderr
+
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--samples", "1",
+                       "--limit", "1", "--out", str(tmp_path / "run"), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["problems"][0]["n"] == 1
+
+
+def test_a_plugin_whose_register_hook_raises_is_skipped_whole(tmp_path, monkeypatch):
+    site = make_distribution(tmp_path / "site", "coral-half", {"coral_half": '''
+        from coral_core.hookspecs import hookimpl
+
+        @hookimpl
+        def coral_register_models(register):
+            register("half", object)
+
+        @hookimpl
+        def coral_register_evaluators(register):
+            register("halfway", object)
+            raise RuntimeError("boom")
+    '''}, {"half": "coral_half"})
+    registry = _loaded(monkeypatch, site, CORAL_PLUGINS="half")
+    half = next(info for info in registry.plugins if info.name == "half")
+    assert half.status == "failed" and half.error.endswith("RuntimeError: boom")
+    assert "coral_half.py:" in half.error
+    assert "half" not in registry.names("models") and "halfway" not in registry.names(
+        "evaluators")
+    with pytest.raises(UserError, match=r"unknown model 'half'.*plugin 'half' failed to load"):
+        registry.get("models", "half")
+
+
+def test_a_disabled_name_that_matches_no_plugin_is_warned_about(caplog, monkeypatch):
+    monkeypatch.setenv("CORAL_DISABLE_PLUGINS", "coral_core.executors.locl")
+    plugins.reset()
+    with caplog.at_level("WARNING"):
+        registry = plugins.registry()
+    assert "local" in registry.names("executors")
+    assert ("CORAL_DISABLE_PLUGINS names 'coral_core.executors.locl', which matches no plugin "
+            "(did you mean 'coral_core.executors.local'?)") in caplog.text
+
+
+def test_unknown_names_get_a_did_you_mean():
+    registry = plugins.registry()
+    for kind, typo, meant in (("experiments", "quixbug", "quixbugs"),
+                              ("models", "basline", "baseline"),
+                              ("evaluators", "secrity", "security"),
+                              ("datasets", "quixbgs", "quixbugs"),
+                              ("search_strategies", "gird", "grid")):
+        with pytest.raises(UserError, match=f"did you mean '{meant}'"):
+            registry.get(kind, typo)
 
 
 # -------------------------------------------------------------- names and autoloading, in process
@@ -332,7 +399,7 @@ def test_register_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path,
     site = _install(tmp_path, "coral_terse_traced", "traced")
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("CORAL_PLUGINS", "traced")
-    manager, _ = plugins._make_manager()
+    manager, _, _ = plugins._make_manager()
     seen: list[tuple[str, list[str]]] = []
     manager.add_hookcall_monitoring(
         lambda name, impls, kwargs: seen.append((name, [i.plugin_name for i in impls])),

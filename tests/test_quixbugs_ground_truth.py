@@ -1,8 +1,8 @@
 """All 80 upstream programs, scored by Coral and by the upstream pytest suite in the same test.
 
 Every correct program passes all its tests, every buggy one fails at least one, and the
-per-problem pass counts equal those of `pytest python_testcases` (5 s timeout, slow cases
-skipped) on the same copy of the data.
+per-problem pass counts equal those of `pytest python_testcases` (5 s of CPU time per test,
+slow cases skipped) on the same copy of the data.
 """
 
 from __future__ import annotations
@@ -22,13 +22,45 @@ from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_plugins.datasets.quixbugs import QuixBugs
 
 
+# Upstream's per-test timeout, in CPU time as Coral's is (pytest-timeout counts wall-clock
+# time, which a busy machine stretches: a correct levenshtein test takes 2 s of CPU).
+CPU_TIMEOUT_PLUGIN = """
+import signal
+
+import pytest
+
+
+class CPUTimeout(Exception):
+    pass
+
+
+def _expired(signum, frame):
+    raise CPUTimeout("more than 5 s of CPU time")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    signal.signal(signal.SIGPROF, _expired)
+    signal.setitimer(signal.ITIMER_PROF, 5.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+"""
+
+
 def _upstream(copy: Path, correct: bool) -> subprocess.Popen:
     report = copy / ("correct.xml" if correct else "buggy.xml")
+    plugins = copy.parent / "plugins"
+    plugins.mkdir(exist_ok=True)
+    (plugins / "cpu_timeout.py").write_text(CPU_TIMEOUT_PLUGIN)
     command = [sys.executable, "-m", "pytest", "python_testcases", "-q", "-p", "no:cacheprovider",
-               "--timeout=5", f"--junitxml={report}"] + (["--correct"] if correct else [])
+               "-p", "no:timeout", "-p", "cpu_timeout", f"--junitxml={report}"]
+    command += ["--correct"] if correct else []
     return subprocess.Popen(command, cwd=copy, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+                                 "PYTHONPATH": str(plugins)})
 
 
 def _passes(report: Path) -> Counter:
@@ -44,10 +76,8 @@ def _passes(report: Path) -> Counter:
 def test_every_upstream_program_scores_as_upstream_pytest_does(tmp_path, data_dir):
     copy = tmp_path / "quixbugs"
     shutil.copytree(data_dir / "quixbugs", copy)
-    # pytest-timeout counts wall-clock time: never run upstream on an oversubscribed machine
-    # (a correct levenshtein test takes 2 s). The correct suite runs alone, then the buggy
-    # one beside Coral's single worker: two busy processes for two cores.
-    assert _upstream(copy, correct=True).wait(timeout=600) == 0
+    # Both count CPU time, so the machine's load changes neither's verdicts.
+    assert _upstream(copy, correct=True).wait(timeout=1800) == 0
     upstream = _upstream(copy, correct=False)
 
     dataset = QuixBugs(data_dir=str(data_dir))
@@ -70,7 +100,7 @@ def test_every_upstream_program_scores_as_upstream_pytest_does(tmp_path, data_di
             else:
                 assert passed < len(outcomes), f"buggy {task.id} passes every test"
 
-    assert upstream.wait(timeout=600) == 1  # the buggy programs fail
+    assert upstream.wait(timeout=1800) == 1  # the buggy programs fail
     assert sum(len(t.execution.cases) for t in tasks) == 276
     for kind, report in (("buggy", copy / "buggy.xml"), ("correct", copy / "correct.xml")):
         expected = _passes(report)

@@ -159,19 +159,25 @@ def test_a_second_process_is_refused_while_one_works(tmp_path, env):
     assert report["process_alive"] is False and report["status"] == "running"
 
 
-def test_ctrl_c_stops_within_two_seconds_and_says_how_to_resume(tmp_path, env):
+def test_ctrl_c_abandons_work_in_flight_and_says_how_to_resume(tmp_path, env):
+    """Ctrl-C stops at once: no evaluation is recorded after it, nothing queued is run (the
+    queue holds far more than a second's work), and the last line is the resume command."""
     out = tmp_path / "run"
     process = _start(tmp_path, env, out, delay=0.0, samples=200)
     _wait_for(out, "evaluations", 5, process)
     process.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, stderr = process.communicate(timeout=30)
-    assert time.monotonic() - started < 2.0
+    at_signal = _count(out, "evaluations")
+    _, stderr = process.communicate(timeout=60)  # a hang guard, not a speed claim
     assert process.returncode == 130
     assert stderr.strip().splitlines()[-1].endswith(f"coral run --resume {out}")
+    in_flight = 2 * 2 * (os.cpu_count() or 1)  # jobs the evaluation threads hold at once
+    assert _count(out, "evaluations") <= at_signal + in_flight
     report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
     assert report["status"] == "interrupted" and report["partial"] is True
     assert report["counts"]["samples_scored"] < 400
+    resumed = run_coral("run", "--resume", str(out), "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["problems"][0]["n"] == 200
 
 
 def test_report_is_read_only(tmp_path, env):

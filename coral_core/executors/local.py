@@ -8,18 +8,22 @@ closes the previous (an hf model's memory is released before the next one loads)
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
+from ..errors import UserError
 from ..blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from ..factories import Scoring, build_dataset, build_model, build_scoring
 from ..hookspecs import hookimpl
 from ..protocols import Dataset, Model
-from ..scoring import ScoredCandidate
+from ..scoring import ScoredCandidate, failed_candidate
 from ..types import Candidate, Generation, GenerationRequest, Task
+
+log = logging.getLogger(__name__)
 
 
 class LocalExecutor:
@@ -112,9 +116,20 @@ class LocalExecutor:
 
 def _score(scoring: Scoring, dataset: Dataset, task: Task, text: str,
            extract: bool) -> ScoredCandidate:
+    """Extract and score one reply. An exception from the data set's extraction or an
+    evaluator is this candidate's error, not the run's: it comes back as a failed
+    candidate (details["error"]) and the driver decides (record it, or --fail-fast)."""
     started = time.perf_counter()
-    code = dataset.extract_code(task, text) if extract else text
-    scored = scoring.scorer.score(Candidate(task, code))
+    code = ""
+    try:
+        code = dataset.extract_code(task, text) if extract else text
+        scored = scoring.scorer.score(Candidate(task, code))
+    except UserError:  # the configuration, not this candidate: the trial stops
+        raise
+    except Exception as error:  # a plugin's bug on one candidate must not end the run
+        log.debug("scoring '%s' raised", task.id, exc_info=error)
+        return failed_candidate(task, error, code, scoring.scorer.objective_names,
+                                time.perf_counter() - started)
     details = {**scored.details, "sandboxed": scoring.sandbox.isolated}
     return ScoredCandidate(scored.objectives, scored.fitness, scored.passed, details, code,
                            time.perf_counter() - started)

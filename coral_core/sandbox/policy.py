@@ -16,12 +16,20 @@ WORKER_IN_SANDBOX = "/coral/coral_inside"
 NOBODY = 65534
 
 
+# Not -I: isolated mode ignores PYTHONHASHSEED, and a hash seed that changes from worker
+# to worker makes set order, and so verdicts and costs, change between runs. The worker's
+# whole environment is scrubbed_environment() (bubblewrap --clearenv, or Popen env=), -s
+# drops the user site, and the launcher drops the current folder from sys.path.
+INTERPRETER_FLAGS = ("-s", "-B")
+
+
 def worker_launcher(directory: str) -> str:
-    """`python -I -c` code that imports the worker package from `directory` as
-    `coral_inside` (isolated mode ignores PYTHONPATH) and runs it."""
+    """`python -s -c` code that imports the worker package from `directory` as
+    `coral_inside` and runs it (the folder a candidate can write is never on sys.path)."""
     init = f"{directory}/__init__.py"
     return (
-        "import importlib.util, sys; "
+        "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+        "import importlib.util; "
         f"spec = importlib.util.spec_from_file_location('coral_inside', {init!r}, "
         f"submodule_search_locations=[{directory!r}]); "
         "package = importlib.util.module_from_spec(spec); "
@@ -119,8 +127,8 @@ def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
             command += ["--tmpfs", real]
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    command += ["--chdir", "/tmp", python, "-I", "-c", worker_launcher(WORKER_IN_SANDBOX),
-                "/tmp"]
+    command += ["--chdir", "/tmp", python, *INTERPRETER_FLAGS, "-c",
+                worker_launcher(WORKER_IN_SANDBOX), "/tmp"]
     if os.geteuid() == 0:
         command += [str(NOBODY), str(NOBODY)]
     return command

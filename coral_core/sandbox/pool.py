@@ -27,8 +27,8 @@ from typing import Any
 from ..program_tests import ExecutionSpec
 from .decode import DecodeError, decode_record
 from .inside.worker import WALL_FACTOR
-from .policy import (NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available, bwrap_command,
-                     scrubbed_environment, worker_launcher)
+from .policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available,
+                     bwrap_command, scrubbed_environment, worker_launcher)
 
 log = logging.getLogger(__name__)
 _warned = False
@@ -42,6 +42,8 @@ class StepResult:
     records: tuple[Any, ...] = ()
     detail: str = ""
     seconds: float = 0.0
+    cost: int = -1  # lines executed, where the job counted them; -1: not counted or tampered
+    cpu: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class ExecutionResult:
     steps: tuple[StepResult, ...]
     load_error: str = ""
     load_seconds: float = 0.0
+    load_cost: int = -1  # lines executed while loading, where counted
     stdout: str = ""
     stderr: str = ""
     isolated: bool = False
@@ -69,9 +72,9 @@ class Job:
     @classmethod
     def build(
         cls, spec: ExecutionSpec, code: str, policy: SandboxPolicy,
-        timeouts: list[float] | None = None,
+        timeouts: list[float] | None = None, count: bool = False,
     ) -> "Job":
-        return JobTemplate(spec, policy, timeouts).job(code)
+        return JobTemplate(spec, policy, timeouts, count).job(code)
 
 
 class JobTemplate:
@@ -79,7 +82,7 @@ class JobTemplate:
     from one candidate to the next."""
 
     def __init__(self, spec: ExecutionSpec, policy: SandboxPolicy,
-                 timeouts: list[float] | None = None):
+                 timeouts: list[float] | None = None, count: bool = False):
         steps = [
             {"call": c.step.call, "args": list(c.step.args), "project": c.step.project,
              "script": c.step.script}
@@ -90,7 +93,7 @@ class JobTemplate:
             "module": spec.module, "support": [list(s) for s in spec.support],
             "setup": spec.setup, "steps": steps, "timeouts": timeouts,
             "load_timeout": policy.load_timeout,
-            "limits": policy.limits(len(steps), timeouts),
+            "limits": policy.limits(len(steps), timeouts), "count": count,
         }
         self._rest = json.dumps(self.payload)[1:]  # '"module": ..., ...}'
 
@@ -131,7 +134,8 @@ class _Slot:
             cwd = None
         else:
             self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-")
-            command = [sys.executable, "-I", "-c", worker_launcher(str(WORKER_DIR)), self.scratch]
+            command = [sys.executable, *INTERPRETER_FLAGS, "-c", worker_launcher(str(WORKER_DIR)),
+                       self.scratch]
             if os.geteuid() == 0:
                 os.chown(self.scratch, NOBODY, NOBODY)
                 command += [str(NOBODY), str(NOBODY)]
@@ -177,8 +181,10 @@ class _Slot:
 
     def receive(self, job: Job, job_id: int) -> ExecutionResult:
         payload = job.payload
-        budget = (payload["load_timeout"] + WALL_FACTOR * sum(payload["timeouts"]) + 10.0
-                  + 0.05 * len(payload["steps"]))
+        # The worker enforces every deadline; this only catches a worker that hangs. Its
+        # own backstop stretches while the machine is busy, so this one is generous.
+        budget = (3 * payload["load_timeout"] + 3 * WALL_FACTOR * sum(payload["timeouts"])
+                  + 30.0 + 0.05 * len(payload["steps"]))
         message = self._read_line(time.monotonic() + budget)
         if message.get("id") != job_id or not message.get("done"):
             raise WorkerDied("sandbox worker sent an unexpected message")
@@ -188,6 +194,7 @@ class _Slot:
         return ExecutionResult(
             steps=ordered, load_error=message.get("load_error", ""),
             load_seconds=float(message.get("load_seconds", 0.0)),
+            load_cost=int(message.get("load_cost", -1)),
             stdout=message.get("stdout", ""), stderr=message.get("stderr", ""),
             isolated=self.sandbox.isolated,
         )
@@ -218,7 +225,8 @@ def _step_result(message: dict[str, Any]) -> StepResult:
         records = tuple(decode_record(raw) for raw in message.get("records", ()))
     except DecodeError as error:
         status, detail, records = "error", f"unrepresentable value: {error}", ()
-    return StepResult(status, records, detail, float(message.get("seconds", 0.0)))
+    return StepResult(status, records, detail, float(message.get("seconds", 0.0)),
+                      int(message.get("cost", -1)), float(message.get("cpu", -1.0)))
 
 
 def _stop_quietly(slot: "_Slot") -> None:
@@ -296,9 +304,10 @@ class Sandbox:
     def _serve(self, index: int) -> None:
         """Feed one slot, keeping PIPELINE jobs in flight so the worker never waits for us.
 
-        A job whose worker dies is run once more on a fresh worker (the worker may have
-        died cleaning up after the job before it); one that breaks a worker twice, or that
-        the worker stops answering for, is reported as an error.
+        A job whose worker dies or stops answering is run once more on a fresh worker (the
+        worker may have died cleaning up after the job before it); jobs queued behind it go
+        to the fresh worker untouched. Only a job that breaks a worker twice is reported as
+        an error, so no other candidate ever sees a worker's death.
         """
         slot = _Slot(self, index)
         flight: deque[_InFlight] = deque()
@@ -327,7 +336,7 @@ class Sandbox:
                     _stop_quietly(slot)
                     waiting = list(flight)
                     flight.clear()
-                    if current.retried or "stopped answering" in str(error):
+                    if current.retried:
                         self._fail(current, error)
                     else:
                         current.retried = True
@@ -344,13 +353,19 @@ class Sandbox:
             _stop_quietly(slot)
 
     def _send(self, slot: "_Slot", item: "_InFlight", flight: "deque[_InFlight]") -> None:
-        try:
-            item.job_id = slot.send(item.job)
-        except WorkerDied as error:
-            _stop_quietly(slot)
-            self._fail(item, error)
+        """A worker that died before reading a job is no fault of that job: it goes to a
+        fresh worker, and fails only if a fresh worker cannot take it either."""
+        for attempt in range(2):
+            try:
+                item.job_id = slot.send(item.job)
+            except WorkerDied as error:
+                _stop_quietly(slot)
+                if attempt:
+                    self._fail(item, error)
+                    return
+                continue
+            flight.append(item)
             return
-        flight.append(item)
 
     def _fail(self, item: "_InFlight", error: Exception) -> None:
         steps = tuple(StepResult("error", detail=str(error)) for _ in item.job.payload["steps"])

@@ -13,11 +13,12 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from coral_core.data import fetch_pinned, find_dataset_dir
+from coral_core.data import FetchLimits, fetch_pinned, find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.extract import extract_python
 from coral_core.hookspecs import hookimpl
 from coral_core.program_tests import ExecutionSpec
+from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task, TrainingExample
 
 from .quixbugs_tests import UpstreamFormatError, load_cases
@@ -91,7 +92,9 @@ def split_of(problem: str) -> str:
     for split in ("train", "test", "extra"):
         if problem in SPLITS[split]:
             return split
-    raise UserError(f"unknown QuixBugs problem '{problem}' (see 'coral datasets list')")
+    raise UserError(f"unknown QuixBugs problem '{problem}'"
+                    f"{did_you_mean(problem, SPLITS['all'])} (list them with 'coral datasets "
+                    "show quixbugs')")
 
 
 class QuixBugs:
@@ -182,10 +185,13 @@ class QuixBugs:
         return examples
 
     @staticmethod
-    def fetch(force: bool = False) -> Path:
-        """Download the pinned upstream archive into the user cache."""
+    def fetch(force: bool = False, timeout: float | None = None) -> Path:
+        """Download the pinned upstream archive into the user cache (see
+        `coral_core.data.fetch_pinned` for what is checked and bounded); `timeout` is the
+        deadline of the whole download in seconds."""
         url = os.environ.get("CORAL_QUIXBUGS_URL", ARCHIVE_URL)
-        return fetch_pinned(NAME, url, CONTENT_DIGEST, FOLDERS, force=force)
+        limits = FetchLimits() if timeout is None else FetchLimits(deadline=timeout)
+        return fetch_pinned(NAME, url, CONTENT_DIGEST, FOLDERS, force=force, limits=limits)
 
 
 PRESET = {

@@ -79,32 +79,61 @@ def run_child(job, first, result_fd, scratch):
     def record(value):  # graph tests: sent at once, so a later timeout keeps it
         send(encoded(value))
 
+    counting = bool(job.get("count"))
+    events = [0]
+
+    def tracer(frame, event, arg):  # deterministic cost: every line executed
+        if event == "line":
+            events[0] += 1
+        return tracer
+
+    def counted():  # the lines since the last reset, or -1 if the tracer was removed
+        honest = counting and sys.gettrace() is tracer
+        sys.settrace(None)
+        return events[0] if honest else -1
+
+    loaded = -1
     try:
         for name, source in job["support"]:
             _load_module(name, source)
-        module = _load_module(job["module"], job["code"])
+        if counting:
+            sys.settrace(tracer)
+        try:
+            module = _load_module(job["module"], job["code"])
+        finally:
+            loaded = counted()  # precomputing answers while loading is not free
         namespace = {"__name__": "__coral_tests__", "__coral_record__": record}
         if job["setup"]:
             exec(compile(job["setup"], "<tests>", "exec"), namespace)
     except BaseException as error:
         send("X" + describe(error))
         os._exit(0)
-    send("L %.6f" % _own_cpu())
+    send("L %.6f %d" % (_own_cpu(), loaded))
     steps = job["steps"]
     for index in range(first, len(steps)):
         step = steps[index]
         current["ids"], current["keep"] = {}, []
+        events[0] = 0
+        traced = -1
         try:
+            if counting:
+                sys.settrace(tracer)
+            try:
+                if step.get("script"):
+                    namespace[step["script"]]()
+                    result = None
+                else:
+                    result = getattr(module, step["call"])(*step["args"])
+                    if step.get("project") == "list":
+                        result = list(result)
+            finally:
+                traced = counted()
             if step.get("script"):
-                namespace[step["script"]]()
-                line = "E%d %.6f" % (index, _own_cpu())
-            else:
-                result = getattr(module, step["call"])(*step["args"])
-                if step.get("project") == "list":
-                    result = list(result)
-                line = "%s\nE%d %.6f" % (encoded(result), index, _own_cpu())  # one write
+                line = "E%d %.6f %d" % (index, _own_cpu(), traced)
+            else:  # one write
+                line = "%s\nE%d %.6f %d" % (encoded(result), index, _own_cpu(), traced)
         except BaseException as error:
-            line = "E%d %.6f %s" % (index, _own_cpu(), describe(error))
+            line = "E%d %.6f %d %s" % (index, _own_cpu(), traced, describe(error))
         _flush_output()  # the worker may kill us as soon as the last step reports
         send(line)
     os._exit(0)

@@ -92,6 +92,21 @@ def job_cpu(pid):
     return total / TICKS
 
 
+def job_waited(pid):
+    """Seconds the job's processes have spent runnable but waiting for a CPU (the kernel's
+    run delay in /proc/PID/schedstat): on a busy machine the wall-clock backstop adds this,
+    so that only time a program spends blocked or asleep counts against it."""
+    pids = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"] if IS_INIT else [str(pid)]
+    total = 0
+    for entry in pids:
+        try:
+            with open("/proc/%s/schedstat" % entry, "rb") as handle:
+                total += int(handle.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
 def wait_status(pid, grace=0.1):
     """How the child ended; one that closed its pipe but lives on is killed (never block)."""
     deadline = time.monotonic() + grace

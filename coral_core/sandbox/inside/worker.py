@@ -58,6 +58,7 @@ class Job:
         self.max_record = job["limits"]["record_bytes"]
         self.load_error = ""
         self.load_seconds = 0.0
+        self.load_cost = -1
 
     def run(self):
         """Run every step (a fresh child after a timeout or crash); report once, at the end."""
@@ -69,6 +70,7 @@ class Job:
             first, pid = self._run_child(first)
         head = json.dumps({"id": self.id, "done": True, "load_error": self.load_error,
                            "load_seconds": round(self.load_seconds, 6),
+                           "load_cost": self.load_cost,
                            "stdout": cleanup.tail(os.path.join(self.scratch, "stdout"), self.job),
                            "stderr": cleanup.tail(os.path.join(self.scratch, "stderr"), self.job)})
         self.emit(head[:-1] + ',"steps":[' + ",".join(self.results) + "]}")
@@ -131,18 +133,24 @@ class Job:
                     return step + 1
                 memory_check = now + processes.MEMORY_PERIOD
             if now >= deadline:
+                # Wall-clock time the job spent waiting for a CPU does not count: the
+                # backstop is for programs that sleep or block, not for a busy machine.
+                backstop = hard + processes.job_waited(pid)
                 if not loaded:
+                    if now < backstop:
+                        deadline = backstop
+                        continue
                     return self._fail_load("TimeoutError: loading took longer than %.3g s"
                                            % self.job["load_timeout"], first)
                 limit = self.timeouts[step]
                 used = processes.job_cpu(pid) - cpu_at_start
-                if now >= hard or used >= limit:
+                if now >= backstop or used >= limit:
                     why = ("%.3g s of CPU time" % limit if used >= limit
                            else "%.3g s of wall-clock time" % (limit * WALL_FACTOR))
                     self._step(step, "timeout", records, "timed out after " + why,
                                now - step_started)
                     return step + 1
-                deadline = min(hard, now + max(0.005, limit - used))
+                deadline = min(backstop, now + max(0.005, limit - used))
                 continue
             if not poller.poll((min(deadline, memory_check) - now) * 1000):
                 continue
@@ -176,13 +184,14 @@ class Job:
                         return self._fail_load("protocol violation while loading", first)
                     self._step(step, "error", [], "protocol violation", now - step_started)
                     return step + 1
-                cpu, detail = parsed
+                cpu, cost, detail = parsed
                 if kind == b"L":
                     loaded = True
                     self.load_seconds = now - started
+                    self.load_cost = cost
                 else:
                     self._step(step, "error" if detail else "ok", records, detail,
-                               now - step_started)
+                               now - step_started, cost, cpu - cpu_at_start)
                     step, records = step + 1, []
                     if step >= len(self.steps):
                         return step
@@ -193,10 +202,11 @@ class Job:
                 self._step(step, "error", [], "recorded value too large", 0.0)
                 return step + 1
 
-    def _step(self, index, status, records, detail, seconds):
+    def _step(self, index, status, records, detail, seconds, cost=-1, cpu=-1.0):
         """Records are embedded verbatim: each was checked to be one valid JSON value."""
-        self.results.append('{"step":%d,"status":"%s","detail":%s,"seconds":%.6f,"records":[%s]}'
-                            % (index, status, json.dumps(detail[:300]), seconds,
+        self.results.append('{"step":%d,"status":"%s","detail":%s,"seconds":%.6f,"cost":%d,'
+                            '"cpu":%.6f,"records":[%s]}'
+                            % (index, status, json.dumps(detail[:300]), seconds, cost, cpu,
                                ",".join(records)))
 
     def _fail_load(self, detail, first):
@@ -207,23 +217,24 @@ class Job:
 
 
 def _parse_progress(kind, payload, loaded, step):
-    """`L <cpu>` before loading, `E<step> <cpu> [detail]` after: (cpu, detail) or None."""
+    """`L <cpu> <cost>` before loading, `E<step> <cpu> <cost> [detail]` after: (cpu, cost,
+    detail) or None. `cost` is the line count, -1 where none was counted."""
     if kind == b"L" and not loaded:
-        head, detail = "", payload.strip()
-        cpu_text = detail
+        cpu_text, _, cost_text = payload.strip().partition(" ")
         detail = ""
     elif kind == b"E" and loaded:
         head, _, rest = payload.partition(" ")
         if head != str(step):
             return None
-        cpu_text, _, detail = rest.partition(" ")
+        cpu_text, _, rest = rest.partition(" ")
+        cost_text, _, detail = rest.partition(" ")
     else:
         return None
     try:
-        cpu = float(cpu_text)
+        cpu, cost = float(cpu_text), int(cost_text)
     except ValueError:
         return None
-    return cpu, detail
+    return cpu, max(-1, min(cost, 2 ** 62)), detail
 
 
 def _valid_json(payload):

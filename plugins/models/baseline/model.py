@@ -46,9 +46,11 @@ class BaselineModel:
 
     def __init__(self, dataset: Any):
         if dataset is None or not callable(getattr(dataset, "training_examples", None)):
+            name = getattr(dataset, "name", "?")
             raise UserError(
-                "baseline: it learns which edits fix bugs from a data set's training "
-                "examples, and this run's data set has none (use e.g. --plugin quixbugs)"
+                f"baseline: supports data sets with training examples "
+                f"({', '.join(trainable_datasets()) or 'none installed'}), not '{name}'; "
+                "try --model reference to check a data set end to end"
             )
         self.dataset = dataset
         self._prior: Prior | None = None
@@ -108,6 +110,16 @@ class BaselineModel:
                                           finish_reason="stop"))
             started = now
         return generations
+
+
+def trainable_datasets() -> list[str]:
+    """The registered data sets that offer training examples (the ones this model can
+    learn a prior from)."""
+    from coral_core import plugins
+
+    entries = plugins.registry().entries["datasets"]
+    return sorted(name for name, entry in entries.items()
+                  if callable(getattr(entry.factory, "training_examples", None)))
 
 
 def create_baseline(target: str = "", *, dataset: Any = None) -> BaselineModel:

@@ -11,14 +11,35 @@ adapter learns on exactly the text it will be prompted with:
   since joining turns into text would be a prompt format the model never saw.
 - a prefix/suffix pair (infilling): refused with a UserError for now (FIM templates per
   model family come later).
+
+A chat template is a Jinja program that comes with the model, from the internet. Jinja's
+sandbox keeps it from reaching Python internals, but not from looping for hours or
+building a string of gigabytes. So templates render in a helper process (`ChatTemplate`,
+one per tokenizer, started on first use) with transformers' own renderer, the one
+`apply_chat_template` calls, under a memory limit (RLIMIT_AS), a deadline (the helper is
+killed when it passes) and a cap on the rendered length. Any failure is a one-line
+UserError that names the template's file.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import select
+import subprocess  # nosec B404 - runs this interpreter with a fixed argument list
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from coral_core.errors import UserError
 from coral_core.types import Message, Prompt
+
+_FRAME = 4  # bytes of the big-endian length before each message between the processes
+STARTUP_SECONDS = 120  # for the helper's imports, on a loaded machine
 
 
 def wants_chat_template(tokenizer: Any, option: bool | None) -> bool:
@@ -50,9 +71,7 @@ def render_prompt(tokenizer: Any, prompt: Prompt, chat: bool,
     check_supported(prompt, model)
     messages = prompt.as_messages()
     if chat:
-        text = tokenizer.apply_chat_template(
-            _turns(messages), tokenize=False, add_generation_prompt=True
-        )
+        text = chat_template_of(tokenizer).render(tokenizer, _turns(messages), True)
         return text, False
     if len(messages) == 1 and messages[0].role == "user":
         return messages[0].content, True
@@ -69,12 +88,222 @@ def render_answer(tokenizer: Any, prompt: Prompt, answer: str, chat: bool,
     if not chat:
         return answer
     prompt_text, _ = render_prompt(tokenizer, prompt, chat, model)
-    full = tokenizer.apply_chat_template(
-        _turns(prompt.as_messages()) + [{"role": "assistant", "content": answer}],
-        tokenize=False,
-    )
+    full = chat_template_of(tokenizer).render(
+        tokenizer, _turns(prompt.as_messages()) + [{"role": "assistant", "content": answer}],
+        False)
     return full[len(prompt_text):] if full.startswith(prompt_text) else answer
 
 
 def _turns(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": message.role, "content": message.content} for message in messages]
+
+
+# ----- rendering chat templates under limits -----
+
+@dataclass(frozen=True)
+class TemplateLimits:
+    """What rendering one prompt with a chat template may cost."""
+
+    timeout: float = 10.0  # seconds per rendering (the helper is killed after it)
+    max_chars: int = 4_000_000  # characters of rendered text
+    memory_bytes: int = 1 << 30  # address space the helper may add to what it starts with
+
+
+class ChatTemplate:
+    """Renders a tokenizer's chat template in a helper process under `TemplateLimits`.
+
+    Renders exactly what `tokenizer.apply_chat_template(..., tokenize=False)` would: the
+    same template (`get_chat_template()`), the same special-token variables and the same
+    transformers function. `where` names the template's file in error messages.
+    """
+
+    def __init__(self, where: str, limits: TemplateLimits = TemplateLimits()) -> None:
+        self.where = where
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    def render(self, tokenizer: Any, messages: list[dict[str, str]],
+               add_generation_prompt: bool) -> str:
+        try:
+            template = tokenizer.get_chat_template()
+        except (ValueError, TypeError) as error:
+            raise UserError(f"hf model: the chat template in {self.where} is unusable: "
+                            f"{_one_line(str(error))}") from None
+        request = {
+            "template": template, "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "variables": {k: v for k, v in dict(tokenizer.special_tokens_map).items()
+                          if isinstance(v, str)},
+            "max_chars": self.limits.max_chars,
+        }
+        with self._lock:
+            reply = self._exchange(json.dumps(request).encode())
+        if "error" in reply:
+            raise UserError(f"hf model: the chat template in {self.where} failed: "
+                            f"{_one_line(str(reply['error']))}")
+        return str(reply["text"])
+
+    def _exchange(self, payload: bytes) -> dict[str, Any]:
+        process = self._helper()
+        try:
+            return _ask(process, payload, time.monotonic() + self.limits.timeout,
+                        4 * self.limits.max_chars + 4096)
+        except TimeoutError:
+            self.close()
+            raise UserError(f"hf model: the chat template in {self.where} did not finish "
+                            f"rendering within {self.limits.timeout:g} s") from None
+        except (OSError, ValueError, _HelperFailed) as error:
+            self.close()
+            raise UserError(f"hf model: rendering the chat template in {self.where} "
+                            f"failed: the helper {_one_line(str(error)) or 'stopped'}") from None
+
+    def _helper(self) -> subprocess.Popen[bytes]:
+        """The running helper, started (and waited for: its imports take a second or
+        more, which the rendering deadline does not count) when there is none."""
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+               "CORAL_TEMPLATE_MEMORY": str(self.limits.memory_bytes)}
+        process = subprocess.Popen(  # nosec B603 - this interpreter, fixed code
+            [sys.executable, "-c", "from coral_plugins.models.hf.prompts import "
+             "serve_templates; serve_templates()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True)
+        self._finalizer = weakref.finalize(self, _stop, process)
+        try:
+            assert process.stdout is not None
+            size = int.from_bytes(_read(process.stdout.fileno(), _FRAME,
+                                        time.monotonic() + STARTUP_SECONDS), "big")
+            _read(process.stdout.fileno(), size, time.monotonic() + STARTUP_SECONDS)
+        except (TimeoutError, OSError, _HelperFailed):
+            _stop(process)
+            raise UserError("hf model: the chat template helper process did not start "
+                            f"within {STARTUP_SECONDS} s") from None
+        self._process = process
+        return process
+
+    def close(self) -> None:
+        """Stop the helper (a later rendering starts a new one)."""
+        process, self._process = self._process, None
+        if process is not None:
+            _stop(process)
+
+
+class _HelperFailed(Exception):
+    pass
+
+
+def _ask(process: subprocess.Popen[bytes], payload: bytes, deadline: float,
+         most: int) -> dict[str, Any]:
+    """Send one framed request and read the framed reply (at most `most` bytes)."""
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(len(payload).to_bytes(_FRAME, "big") + payload)
+    process.stdin.flush()
+    size = int.from_bytes(_read(process.stdout.fileno(), _FRAME, deadline), "big")
+    if size > most:
+        raise _HelperFailed("sent an oversized reply")
+    reply = json.loads(_read(process.stdout.fileno(), size, deadline))
+    if not isinstance(reply, dict):
+        raise _HelperFailed("sent a malformed reply")
+    return reply
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def _read(fd: int, size: int, deadline: float) -> bytes:
+    """Exactly `size` bytes from `fd` before `deadline` (TimeoutError otherwise)."""
+    data = bytearray()
+    while len(data) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, min(size - len(data), 1 << 20))
+        if not chunk:
+            raise _HelperFailed("exited")
+        data += chunk
+    return bytes(data)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """Template- or library-supplied text made safe for one line on a terminal."""
+    text = " ".join(text.split())
+    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch) & 0xff:02x}" for ch in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_templates: "weakref.WeakKeyDictionary[Any, ChatTemplate]" = weakref.WeakKeyDictionary()
+_templates_lock = threading.Lock()
+
+
+def chat_template_of(tokenizer: Any, where: str | None = None,
+                     limits: TemplateLimits | None = None) -> ChatTemplate:
+    """The `ChatTemplate` renderer of `tokenizer` (made on first use; `where` and `limits`
+    replace its settings when given)."""
+    with _templates_lock:
+        renderer = _templates.get(tokenizer)
+        if renderer is None:
+            name = where or f"{getattr(tokenizer, 'name_or_path', '') or 'the tokenizer'}"
+            renderer = _templates[tokenizer] = ChatTemplate(name, limits or TemplateLimits())
+        else:
+            if where is not None:
+                renderer.where = where
+            if limits is not None and limits != renderer.limits:
+                renderer.close()
+                renderer.limits = limits
+        return renderer
+
+
+def serve_templates() -> None:
+    """The helper's loop: read a request, render it, answer; exit at end of input.
+
+    The address-space limit is set after the imports, on top of what they took.
+    """
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    extra = int(os.environ.get("CORAL_TEMPLATE_MEMORY", str(1 << 30)))
+    with open("/proc/self/statm") as statm:
+        current = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (current + extra, current + extra))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    ready = json.dumps({"ready": True}).encode()
+    stdout.write(len(ready).to_bytes(_FRAME, "big") + ready)
+    stdout.flush()
+    while True:
+        header = stdin.read(_FRAME)
+        if len(header) < _FRAME:
+            return
+        request = json.loads(stdin.read(int.from_bytes(header, "big")))
+        try:
+            rendered, _ = render_jinja_template(
+                conversations=[request["messages"]], chat_template=request["template"],
+                add_generation_prompt=request["add_generation_prompt"],
+                **request["variables"])
+            text = rendered[0]
+            reply: dict[str, Any] = (
+                {"text": text} if len(text) <= request["max_chars"] else
+                {"error": f"it rendered more than {request['max_chars']} characters"})
+        except MemoryError:
+            reply = {"error": "it needed more memory than the limit"}
+        except Exception as error:  # the template's own failure, reported to the parent
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        try:
+            payload = json.dumps(reply).encode()
+        except MemoryError:
+            payload = json.dumps({"error": "it needed more memory than the limit"}).encode()
+        stdout.write(len(payload).to_bytes(_FRAME, "big") + payload)
+        stdout.flush()

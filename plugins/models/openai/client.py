@@ -15,6 +15,12 @@ connections) are retried with exponential backoff and jitter up to a limit.
 
 The API key is read from the environment on every request by an httpx auth hook: no
 Coral object holds it, so it cannot reach a record, a repr or a log line.
+
+Every server is treated as hostile: each attempt runs under a deadline that covers the
+whole exchange (`transport`), its body is read under a byte cap derived from the request
+(`body`), the reply is validated against the shape it must have before any of it is used
+(`reply`), and what the server wrote is redacted and escaped before it reaches an error
+or a log line (`redaction`).
 """
 
 from __future__ import annotations
@@ -37,12 +43,21 @@ from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
 
+from .body import BadEncoding, BodyTooLarge, read_capped
+from .redaction import excerpt, redact_url, url_credentials
+from .reply import Reply, UnusableReply, parse_reply
 from .retry import Backoff, is_retryable_status, parse_retry_after
+from .transport import deadline, deadline_client
 
 log = logging.getLogger(__name__)
 
 MODES = ("chat", "completions")
 CALL_ID_HEADER = "X-Coral-Call-Id"
+# A reply may hold this much besides its texts (ids, usage, logprobs a server adds)...
+REPLY_BASE_BYTES = 1 << 20
+# ...and this much per token asked for (JSON-escaped text, per-token fields).
+REPLY_BYTES_PER_TOKEN = 256
+ERROR_BODY_BYTES = 64 * 1024  # what is read of an error reply, for its excerpt
 
 
 class OpenAIRequestError(UserError):
@@ -67,6 +82,7 @@ class OpenAIOptions:
     concurrency: int = 8
     max_retries: int = 5
     timeout: float = 300.0
+    max_reply_bytes: int = 8 * 1024 * 1024
     backoff_base: float = 0.5
     backoff_max: float = 60.0
     api_key_env: str = "OPENAI_API_KEY"
@@ -118,6 +134,8 @@ class OpenAIOptions:
         need(integer(self.max_retries) and self.max_retries >= 0,
              "max_retries must be an integer >= 0")
         need(number(self.timeout) and self.timeout > 0, "timeout must be a number of seconds > 0")
+        need(integer(self.max_reply_bytes) and self.max_reply_bytes >= 1024,
+             "max_reply_bytes must be an integer >= 1024")
         need(number(self.backoff_base) and self.backoff_base >= 0, "backoff_base must be >= 0")
         need(number(self.backoff_max) and self.backoff_max >= 0, "backoff_max must be >= 0")
         need(isinstance(self.api_key_env, str) and bool(self.api_key_env),
@@ -131,11 +149,29 @@ class OpenAIOptions:
 
 
 def _normalise_base_url(url: str) -> str:
-    """Accept `http://host:port` as well as `http://host:port/v1` (the SDK convention)."""
+    """Accept `http://host:port` as well as `http://host:port/v1` (the SDK convention).
+
+    A URL that carries credentials is refused: the run directory stores the base URL, and
+    the key's place is the environment.
+    """
     url = url.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError(f"openai: base URL must look like http://HOST:PORT/v1, not {url!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise UserError(f"openai: base URL {excerpt(url)!r} is malformed") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"openai: base URL must look like http://HOST:PORT/v1, not "
+                        f"{excerpt(redact_url(url))!r}")
+    credentials = url_credentials(url)
+    if credentials:
+        raise UserError(
+            f"openai: the base URL {excerpt(redact_url(url))!r} carries credentials "
+            f"({', '.join(credentials)}), which would be stored with the run; give the URL "
+            "without them and the key in OPENAI_API_KEY (or the variable named by api_key_env)"
+        )
+    if parts.fragment:
+        raise UserError("openai: the base URL must not have a #fragment")
     if not parts.path:
         url += "/v1"
     return url
@@ -222,14 +258,17 @@ class OpenAIModel:
             return self._client
 
     def _make_client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.options.base_url,
-            timeout=httpx.Timeout(self.options.timeout),
-            limits=httpx.Limits(max_connections=self.options.concurrency,
-                                max_keepalive_connections=self.options.concurrency),
-            auth=_EnvKeyAuth(self.options.api_key_env),
-            headers={"User-Agent": "coral-openai"},
+        return deadline_client(
+            base_url=self.options.base_url, timeout=self.options.timeout,
+            connections=self.options.concurrency, auth=_EnvKeyAuth(self.options.api_key_env),
+            headers={"User-Agent": "coral-openai", "Accept-Encoding": "gzip, deflate"},
         )
+
+    def reply_cap(self, count: int, max_new_tokens: int) -> int:
+        """Most bytes a reply of `count` samples of `max_new_tokens` tokens may take, sent
+        or inflated: 1 MiB + 256 B per token asked for, at most `max_reply_bytes`."""
+        wanted = REPLY_BASE_BYTES + REPLY_BYTES_PER_TOKEN * count * max(max_new_tokens, 1)
+        return min(self.options.max_reply_bytes, wanted)
 
     # ----- scheduling -----
 
@@ -357,62 +396,46 @@ class OpenAIModel:
               abort: threading.Event) -> list[Generation]:
         """POST until a usable reply; transient failures wait and retry, others raise.
 
-        `call` numbers the calls made for this request (0 first, then top-ups).
+        `call` numbers the calls made for this request (0 first, then top-ups). Every
+        failed attempt counts against `max_retries`: timeouts, dropped connections, 429 and
+        5xx, replies over the size cap and replies of the wrong shape.
         """
         endpoint = self._endpoint(request.prompt)
         path = "/chat/completions" if endpoint == "chat" else "/completions"
         body = self._body(request, count, call)
         headers = {CALL_ID_HEADER: uuid.uuid4().hex}
         client, failures, tried_single = self._http(), 0, False
+        where = f"POST {self.options.base_url}{path}"
         while True:
             if abort.is_set():
                 raise _Aborted()
-            retry_after: float | None = None
-            status: int | None = None
-            start = time.perf_counter()
             with self._lock:
                 self._attempts += 1
             try:
-                response = client.post(path, json=body, headers=headers)
-            except httpx.TimeoutException:
-                kind, detail = "timeout", f"no reply within {self.options.timeout:g}s"
-            except httpx.TransportError as error:
-                kind, detail = "connection", f"connection failed: {type(error).__name__}: {error}"
-            else:
-                status = response.status_code
-                if response.is_success:
-                    try:
-                        samples = self._parse(response.json(), request, endpoint,
-                                              time.perf_counter() - start)
-                    except (ValueError, KeyError, TypeError, IndexError) as error:
-                        kind = "malformed"
-                        detail = f"unusable reply ({type(error).__name__}: {error})"
-                    else:
-                        with self._lock:
-                            self._calls += 1
-                        return samples
-                elif body["n"] > 1 and not tried_single and _refuses_n(response):
-                    # llama.cpp refuses n > 1: ask for one sample, the top-up asks for the rest.
-                    log.warning("openai: server refused n=%d (%s); retrying with n=1",
-                                body["n"], _excerpt(response))
-                    body, tried_single = {**body, "n": 1}, True
-                    continue
-                elif is_retryable_status(status):
-                    kind, detail = f"http_{status}", f"HTTP {status}: {_excerpt(response)}"
-                    retry_after = parse_retry_after(response.headers)
-                else:
-                    hint = (f"; is {self.options.api_key_env} set to a valid key?"
-                            if status in (401, 403) else "")
-                    raise OpenAIRequestError(
-                        f"openai: POST {self.options.base_url}{path} failed: HTTP {status}: "
-                        f"{_excerpt(response)}{hint}", status=status, attempts=failures + 1)
+                return self._attempt(client, path, body, headers, request, endpoint)
+            except _RefusesN as refused:
+                if tried_single:
+                    raise OpenAIRequestError(f"openai: {where} failed: {refused.detail}",
+                                             status=refused.status, attempts=failures + 1)
+                # llama.cpp refuses n > 1: ask for one sample, the top-up asks for the rest.
+                log.warning("openai: server refused n=%d (%s); retrying with n=1",
+                            body["n"], refused.detail)
+                body, tried_single = {**body, "n": 1}, True
+                continue
+            except _Failed as failed:
+                if failed.final:
+                    raise OpenAIRequestError(f"openai: {where} failed: {failed.detail}",
+                                             status=failed.status,
+                                             attempts=failures + 1) from None
+                kind, detail, status = failed.kind, failed.detail, failed.status
+                retry_after = failed.retry_after
             failures += 1
             with self._lock:
                 self._failures[kind] += 1
             if failures > self.options.max_retries:
                 raise OpenAIRequestError(
-                    f"openai: POST {self.options.base_url}{path} gave up after {failures} "
-                    f"attempts (max_retries={self.options.max_retries}); last error: {detail}",
+                    f"openai: {where} gave up after {failures} attempts "
+                    f"(max_retries={self.options.max_retries}); last error: {detail}",
                     status=status, attempts=failures)
             delay = self._backoff.delay(failures, retry_after, self._rng)
             with self._lock:
@@ -422,39 +445,104 @@ class OpenAIModel:
             if abort.wait(delay):
                 raise _Aborted()
 
-    def _parse(self, data: Mapping[str, Any], request: GenerationRequest, endpoint: str,
-               seconds: float) -> list[Generation]:
-        choices = sorted(data["choices"], key=lambda choice: choice.get("index", 0))
-        if not choices:
-            raise ValueError("no choices")
-        usage = data.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
+    def _attempt(self, client: httpx.Client, path: str, body: dict[str, Any],
+                 headers: dict[str, str], request: GenerationRequest,
+                 endpoint: str) -> list[Generation]:
+        """One HTTP exchange under the deadline; raises `_Failed` or `_RefusesN`."""
+        cap = self.reply_cap(body["n"], request.params.max_new_tokens)
+        timeout = self.options.timeout
+        start = time.perf_counter()
+        data = b""
+        try:
+            with deadline(timeout), client.stream("POST", path, json=body,
+                                                  headers=headers) as response:
+                status = response.status_code
+                if response.is_success:
+                    data = read_capped(response, cap)
+                else:
+                    text = self._error_excerpt(response)
+        except httpx.TimeoutException:
+            raise _Failed("timeout", f"no complete reply within {timeout:g}s "
+                          "(the deadline of one attempt)") from None
+        except BodyTooLarge as error:
+            raise _Failed("too_large", f"reply over the {cap}-byte cap ({error}); raise "
+                          "max_reply_bytes if the server is right") from None
+        except BadEncoding as error:
+            raise _Failed("malformed", f"unusable reply ({self._clean(str(error))})") from None
+        except httpx.HTTPError as error:
+            raise _Failed("connection", "connection failed: "
+                          f"{type(error).__name__}: {self._clean(str(error))}") from None
+        if not response.is_success:
+            if body["n"] > 1 and _refuses_n(status, text):
+                raise _RefusesN(f"HTTP {status}: {text}", status)
+            if is_retryable_status(status):
+                raise _Failed(f"http_{status}", f"HTTP {status}: {text}", status=status,
+                              retry_after=parse_retry_after(response.headers))
+            hint = (f"; is {self.options.api_key_env} set to a valid key?"
+                    if status in (401, 403) else
+                    "; redirects are not followed: give the server's own address"
+                    if 300 <= status < 400 else "")
+            raise _Failed(f"http_{status}", f"HTTP {status}: {text}{hint}", status=status,
+                          final=True)
+        try:
+            reply = parse_reply(data, endpoint)
+        except UnusableReply as error:
+            raise _Failed("malformed", f"unusable reply ({self._clean(str(error))})",
+                          status=status) from None
+        samples = self._samples(reply, request, time.perf_counter() - start)
+        with self._lock:
+            self._calls += 1
+        return samples
+
+    def _samples(self, reply: Reply, request: GenerationRequest,
+                 seconds: float) -> list[Generation]:
+        choices = reply.choices
         # usage sums over choices: per-sample counts are only known for a single choice.
-        completion_tokens = usage.get("completion_tokens") if len(choices) == 1 else None
+        completion_tokens = reply.completion_tokens if len(choices) == 1 else None
         samples = []
         for choice in choices:
-            if endpoint == "chat":
-                text = (choice["message"] or {}).get("content") or ""
-            else:
-                text = choice["text"] or ""
-            text, cut = cut_at_stop(text, request.params.stop)
+            text, cut = cut_at_stop(choice.text, request.params.stop)
             samples.append(Generation(
-                text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                seconds=seconds / len(choices),
-                finish_reason="stop" if cut else str(choice.get("finish_reason") or ""),
+                text=text, prompt_tokens=reply.prompt_tokens,
+                completion_tokens=completion_tokens, seconds=seconds / len(choices),
+                finish_reason="stop" if cut else (choice.finish_reason or ""),
             ))
         return samples
 
+    def _clean(self, text: str) -> str:
+        """`text` from the server, safe to print: the key blanked, control escaped, short."""
+        return excerpt(text, [os.environ.get(self.options.api_key_env, "")])
 
-def _refuses_n(response: httpx.Response) -> bool:
+    def _error_excerpt(self, response: httpx.Response) -> str:
+        """The start of an error reply's body, read under a small cap, made safe."""
+        try:
+            raw = read_capped(response, ERROR_BODY_BYTES, truncate=True)
+        except BadEncoding as error:
+            return f"(unreadable body: {self._clean(str(error))})"
+        return self._clean(raw.decode("utf-8", errors="replace")) or "(empty body)"
+
+
+class _Failed(Exception):
+    """One attempt failed: `kind` counts it, `detail` says why (already made safe)."""
+
+    def __init__(self, kind: str, detail: str, *, status: int | None = None,
+                 retry_after: float | None = None, final: bool = False) -> None:
+        super().__init__(detail)
+        self.kind, self.detail, self.status = kind, detail, status
+        self.retry_after, self.final = retry_after, final
+
+
+class _RefusesN(Exception):
+    """The server refused n > 1 (llama.cpp)."""
+
+    def __init__(self, detail: str, status: int) -> None:
+        super().__init__(detail)
+        self.detail, self.status = detail, status
+
+
+def _refuses_n(status: int, text: str) -> bool:
     """A 400, or llama.cpp's "Only one completion choice is allowed" (a 500 in some versions)."""
-    return response.status_code == 400 or (
-        response.status_code >= 500 and "choice" in response.text.lower())
-
-
-def _excerpt(response: httpx.Response, limit: int = 200) -> str:
-    text = " ".join(response.text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
+    return status == 400 or (status >= 500 and "choice" in text.lower())
 
 
 def create_model(target: str, **options: Any) -> OpenAIModel:

@@ -1,0 +1,42 @@
+"""`coral export RUN_DIR`: one line per sample (prompt, reply, candidate, verdict,
+objectives), as JSONL or CSV."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from coral_core.errors import UserError
+from coral_core.export import FORMATS, sample_rows, write
+
+HELP = ("Every sample of a run, one row each: trial, task, sample, split, prompt digest, "
+        "prompt, reply, extracted candidate, verdict, error, fitness, objectives and test "
+        "counts, as JSONL or CSV. Read-only: safe beside a live run.")
+
+
+def export(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory."),
+    fmt: str = typer.Option("jsonl", "--format", metavar="jsonl|csv", show_default=True,
+                            help="Output format."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", metavar="FILE", help="Write here instead of stdout."),
+    trial: Optional[int] = typer.Option(None, "--trial", metavar="N",
+                                        help="Only this trial (default: every trial)."),
+) -> None:
+    """Every sample of a run, one row each (see HELP)."""
+    if fmt not in FORMATS:
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
+    rows = sample_rows(run_dir, trial)
+    if output is None:
+        write(rows, sys.stdout, fmt)
+        sys.stdout.flush()
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as handle:
+            count = write(rows, handle, fmt)
+    except OSError as error:
+        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+    sys.stderr.write(f"coral: wrote {count} samples to {output}\n")

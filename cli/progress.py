@@ -1,0 +1,105 @@
+"""Progress of a run: rich bars on a terminal, plain lines otherwise, nothing with --json
+off a terminal. Each phase (generate, evaluate) shows counts, elapsed time, ETA and a
+note saying what it waits for (the first batch includes model start-up)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
+                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+
+from .output import stderr
+
+
+class RichProgress:
+    """Bars with counts and ETA for each phase (generate, evaluate)."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            SpinnerColumn(finished_text=" "), TextColumn("{task.description:>9}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), TextColumn("{task.fields[note]}", style="dim"),
+            console=stderr, transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+        self._notes: dict[str, str] = {}
+
+    def __enter__(self) -> "RichProgress":
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def start(self, phase: str, total: int, done: int = 0) -> None:
+        note = self._notes.get(phase, "")
+        if phase in self._tasks:
+            self._progress.reset(self._tasks[phase], total=total, completed=done, note=note)
+        else:
+            self._tasks[phase] = self._progress.add_task(phase, total=total, completed=done,
+                                                         note=note)
+        # a phase already complete (a resumed run) must not keep counting time
+        self._progress.update(self._tasks[phase], completed=done)
+
+    def advance(self, phase: str, amount: int = 1) -> None:
+        self._progress.advance(self._tasks[phase], amount)
+
+    def note(self, phase: str, text: str) -> None:
+        """What the phase waits for ('' clears it); may come before `start`."""
+        self._notes[phase] = text
+        if phase in self._tasks:
+            self._progress.update(self._tasks[phase], note=text)
+
+
+class PlainProgress:
+    """A line per phase at its start, every `every` seconds while it advances, when its
+    note changes and at its end: for logs and pipes."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self._state: dict[str, dict[str, float]] = {}
+        self._notes: dict[str, str] = {}
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def start(self, phase: str, total: int, done: int = 0) -> None:
+        self._state[phase] = {"total": total, "done": done, "printed": 0.0}
+        self._line(phase)
+
+    def advance(self, phase: str, amount: int = 1) -> None:
+        state = self._state[phase]
+        state["done"] += amount
+        if state["done"] >= state["total"] or time.monotonic() - state["printed"] >= self.every:
+            self._line(phase)
+
+    def note(self, phase: str, text: str) -> None:
+        """What the phase waits for ('' clears it); may come before `start`."""
+        changed = text != self._notes.get(phase, "")
+        self._notes[phase] = text
+        if changed and text and phase in self._state:
+            self._line(phase)
+
+    def _line(self, phase: str) -> None:
+        state = self._state[phase]
+        state["printed"] = time.monotonic()
+        note = self._notes.get(phase)
+        sys.stderr.write(f"{phase}: {int(state['done'])}/{int(state['total'])}"
+                         f"{f' ({note})' if note else ''}\n")
+        sys.stderr.flush()
+
+
+class QuietProgress(PlainProgress):
+    def _line(self, phase: str) -> None:
+        pass
+
+
+def progress_for(json_output: bool) -> RichProgress | PlainProgress:
+    if json_output:
+        return QuietProgress() if not sys.stderr.isatty() else RichProgress()
+    return RichProgress() if sys.stderr.isatty() else PlainProgress()

@@ -1,0 +1,128 @@
+"""From command-line flags to a run's resolved configuration: preset < --config file <
+flags, each layer remembering where it came from (so a value found wrong later is
+reported at its file and line), and the checks of what `--resume` may change.
+
+The CLI only collects flags; the rules live here, where they can be tested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import config as configuration, plugins
+from .errors import UserError
+from .factories import experiment_preset, parse_model_spec
+from .options import parse_assignments
+
+# flag -> (section, key)
+PLACES = {
+    "model": ("model", "spec"), "base_url": ("model", "base_url"),
+    "data_dir": ("dataset", "data_dir"), "split": ("dataset", "split"),
+    "problems": ("dataset", "problems"), "limit": ("dataset", "limit"),
+    "temperature": ("model", "temperature"), "top_p": ("model", "top_p"),
+    "max_new_tokens": ("model", "max_new_tokens"),
+    "out": ("run", "out"), "executor": ("execution", "executor"),
+    "ray_address": ("execution", "ray_address"), "samples": ("run", "samples"),
+    "seed": ("run", "seed"), "fail_fast": ("run", "fail_fast"),
+}
+# Flags that may relocate a resumed run: they change where things are, not what is computed.
+RELOCATING = ("data_dir", "base_url")
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c'] (None stays None)."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def flag_layer(**flags: Any) -> configuration.Layer:
+    """Command-line flags as a configuration layer (only the ones given)."""
+    for name, least in (("samples", 1), ("seed", 0), ("limit", 0), ("max_new_tokens", 1)):
+        if flags.get(name) is not None and flags[name] < least:
+            raise UserError(f"{flag_name(name)} must be at least {least}, got {flags[name]}")
+    layer: dict[str, dict[str, Any]] = {}
+    for flag, value in flags.items():
+        if value is None or (flag == "fail_fast" and value is False):
+            continue
+        section, key = PLACES[flag]
+        layer.setdefault(section, {})[key] = str(value) if isinstance(value, Path) else value
+    try:
+        return configuration.validate(layer, "command line")
+    except UserError as error:  # name the flag rather than the key it sets
+        text = str(error)
+        for flag, (section, key) in PLACES.items():
+            text = text.replace(f"'{section}.{key}'", flag_name(flag))
+        raise UserError(text) from None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A fresh run's configuration and the layers it was merged from."""
+
+    config: dict[str, Any]
+    layers: tuple[Mapping[str, Any], ...]
+
+    def where(self, path: tuple[str, ...]) -> str:
+        return configuration.locate(self.layers, path)
+
+
+def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[str, Any],
+                  model_args: Sequence[str] = (), cwd: Path | None = None) -> Resolved:
+    """preset < file < flags, `--model-arg`s typed by the chosen model's options, paths
+    made absolute against `cwd`."""
+    layers: list[Mapping[str, Any]] = []
+    if plugin is not None:
+        layers.append(experiment_preset(plugin))
+    if config_file is not None:
+        layers.append(configuration.read_file(config_file))
+    if not layers:
+        raise UserError("give --plugin NAME (an experiment preset) and/or --config FILE")
+    layers.append(flag_layer(**flags))
+    if model_args:
+        spec = configuration.merge(*layers)["model"]["spec"]
+        prefix = parse_model_spec(spec)[0]
+        factory = plugins.registry().get("models", prefix).factory
+        options = parse_assignments(list(model_args), factory, f"model '{prefix}'")
+        layers.append(configuration.validate({"model": {"options": options}},
+                                             "command line"))
+    merged = configuration.merge(*layers)
+    return Resolved(configuration.absolute_paths(merged, cwd or Path.cwd()), tuple(layers))
+
+
+def refuse_with_resume(given: Mapping[str, Any]) -> None:
+    """--resume continues a run as configured: only relocating flags may come with it."""
+    named = [flag_name(name) for name, value in given.items()
+             if value not in (None, False, [], ()) and name not in RELOCATING]
+    if named:
+        raise UserError("--resume continues a run as it was configured (only --data-dir "
+                        f"and --base-url may relocate it); drop {', '.join(named)}")
+
+
+def relocations(data_dir: Path | None, base_url: str | None, cwd: Path | None = None,
+                ) -> dict[tuple[str, str], str]:
+    """The relocating flags as {(section, key): value}, paths made absolute."""
+    given = {"data_dir": data_dir, "base_url": base_url}
+    layer = flag_layer(**given)
+    layer = configuration.absolute_paths(layer, cwd or Path.cwd()) if layer else layer
+    return {PLACES[n]: layer[PLACES[n][0]][PLACES[n][1]]
+            for n in RELOCATING if given[n] is not None}
+
+
+def dry_run_text(config: Mapping[str, Any], task_ids: Sequence[str]) -> str:
+    """The resolved configuration as TOML, headed by comments (still valid TOML) saying
+    that nothing ran and which tasks a run would do."""
+    shown = ", ".join(task_ids[:20]) + (", ..." if len(task_ids) > 20 else "")
+    header = [
+        "# coral run --dry-run: the resolved configuration (nothing was run or written)",
+        f"# {len(task_ids)} task(s): {shown}",
+        f"# {config['run']['samples']} sample(s) per task, search: "
+        f"{config['search']['strategy']}",
+    ]
+    return "\n".join(header) + "\n\n" + configuration.dump(config)

@@ -1,0 +1,141 @@
+"""A run summary's tables, as `Grid`s: per problem (c/n, pass@k, objectives, fitness),
+the overall row with its bootstrap interval, and the trials of a search.
+
+Numbers are rounded half up (0.0125 is 1.3%), the same way everywhere: the README, the
+tables and the Markdown output agree.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Mapping
+
+from .tables import Column, Grid
+
+SHOWN_K = ("1", "5", "10", "25", "50", "100")
+
+
+def _round(value: float, places: int) -> str:
+    quantum = Decimal(1).scaleb(-places)
+    return str(Decimal(repr(float(value))).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def percent(value: float) -> str:
+    """0.0125 -> '1.3%' (half up, one decimal)."""
+    return _round(100 * value, 1) + "%"
+
+
+def number(value: float) -> str:
+    return _round(value, 3)
+
+
+def _span(interval: Any, as_percent: bool) -> str:
+    if not interval:
+        return ""
+    low, high = interval
+    if as_percent:
+        return f"{_round(100 * low, 1)}-{_round(100 * high, 1)}%"
+    return f"{number(low)}-{number(high)}"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def summary_grid(summary: Mapping[str, Any]) -> Grid:
+    """Per-problem rows, then the overall row and its 95% interval row."""
+    problems = summary["problems"]
+    names = list(summary.get("objectives", {}))
+    succeeds = "pass_at_k" in summary
+    ks = [k for k in SHOWN_K if k in summary.get("pass_at_k", {})]
+    seen = any(p.get("seen_in_training") for p in problems)
+    errors = any(p.get("errors") for p in problems)
+    title = (f"{summary['dataset']} ({summary['split']}) - {summary['model']}, "
+             f"{plural(summary['samples'], 'sample')} per problem, seed {summary['seed']}")
+    if len(summary.get("trials", ())) > 1 and summary.get("best"):
+        title += f", best trial {summary['best']['trial']}"
+    columns = [Column("problem", key=True)]
+    if seen:
+        columns.append(Column("seen", key=True))
+    columns.append(Column("c/n" if succeeds else "n", "right"))
+    columns += [Column(f"pass@{k}", "right") for k in ks]
+    columns += [Column(name, "right") for name in names]
+    columns.append(Column("fitness", "right"))
+    if errors:
+        columns.append(Column("errors", "right"))
+    rows = []
+    for p in problems:
+        row = [p["problem"]] + (["yes" if p.get("seen_in_training") else ""] if seen else [])
+        row.append(f"{p['c']}/{p['n']}" if "c" in p else str(p["n"]))
+        row += [percent(p.get("pass_at_k", {}).get(k, 0.0)) for k in ks]
+        row += [number(p["objectives"].get(n, 0.0)) for n in names]
+        row.append(number(p.get("fitness", 0.0)))
+        if errors:
+            row.append(str(p.get("errors", 0)))
+        rows.append(tuple(row))
+    overall = (f"overall: {summary['fixed']}/{len(problems)} fixed" if "fixed" in summary
+               else "overall")
+    row = [overall] + ([""] if seen else []) + [""]
+    row += [percent(summary["pass_at_k"][k]) for k in ks]
+    row += [number(summary["objectives"][n]) for n in names]
+    row.append(number(summary.get("fitness", 0.0)))
+    if errors:
+        row.append(str(summary.get("errors", 0)))
+    rows.append(tuple(row))
+    intervals = summary.get("intervals") or {}
+    if intervals:
+        row = ["95% CI"] + ([""] if seen else []) + [""]
+        row += [_span(intervals.get("pass_at_k", {}).get(k), True) for k in ks]
+        row += [_span(intervals.get("objectives", {}).get(n), False) for n in names]
+        row.append(_span(intervals.get("fitness"), False))
+        if errors:
+            row.append("")
+        rows.append(tuple(row))
+    return Grid(title, tuple(columns), tuple(rows), _caption(summary, seen, errors),
+                rules=(len(problems),))
+
+
+def _caption(summary: Mapping[str, Any], seen: bool, errors: bool) -> str:
+    notes = []
+    intervals = summary.get("intervals") or {}
+    if intervals:
+        notes.append(f"95% CI: bootstrap over problems ({intervals.get('resamples', 1000)} "
+                     f"resamples, seed {intervals.get('seed', summary['seed'])})")
+    if "pass_at_k" in summary:
+        notes.append("c/n: samples that solve the problem / samples")
+    if seen:
+        notes.append("seen: the problem was seen in training")
+    if errors:
+        notes.append(f"errors: samples whose scoring raised, scored 0 "
+                     f"({summary.get('errors', 0)} in all; see 'coral export')")
+    if summary.get("hook_errors"):
+        notes.append(f"{plural(summary['hook_errors'], 'lifecycle hook call')} raised")
+    return "; ".join(notes)
+
+
+def trials_grid(summary: Mapping[str, Any]) -> Grid:
+    """One row per trial: its overrides, status, pass@1, fitness; the best is marked *."""
+    best = (summary.get("best") or {}).get("trial")
+    rank_by = (summary.get("best") or {}).get("rank_by", "fitness")
+    columns = (Column("trial", "right", key=True), Column("overrides"), Column("status"),
+               Column("pass@1", "right"), Column("fitness", "right"))
+    rows = []
+    for row in summary.get("trials", ()):
+        overrides = ", ".join(f"{k}={json.dumps(v)}" for k, v in row["overrides"].items())
+        pass1 = row.get("pass_at_k", {}).get("1")
+        rows.append((f"{row['trial']}{' *' if row['trial'] == best else ''}",
+                     overrides or "(base)", row["status"],
+                     percent(pass1) if pass1 is not None else "-",
+                     number(row["fitness"]) if "fitness" in row else "-"))
+    return Grid(f"trials (best by {rank_by}, marked *)", columns, tuple(rows))
+
+
+def partial_note(summary: Mapping[str, Any]) -> str:
+    """The line under an unfinished run's report."""
+    counts = summary["counts"]
+    state = (f"its process (pid {summary['pid']}) is still running" if summary["process_alive"]
+             else f"'coral run --resume {summary['run_dir']}' continues it")
+    return (f"partial: run {summary['status']}, {counts['samples_scored']}/"
+            f"{counts['samples_wanted']} samples scored, {counts['trials_finished']}/"
+            f"{counts['trials']} trials finished; {state}")
