@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-# Model keys that only shape sampling: they never require another model object.
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty",
-                 "stop", "batch_size")
+# Model keys that shape each request, not the model object: trials that differ only in
+# these share one loaded model (an adapter is applied per request batch, on the same base).
+PER_REQUEST_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty",
+                    "stop", "batch_size", "adapter")
 # Keys that relocate a run without changing what it computes.
 RELOCATABLE = (("dataset", "data_dir"), ("model", "base_url"), ("run", "out"))
 
@@ -42,8 +43,9 @@ class DatasetBlueprint:
 
 @dataclass(frozen=True)
 class ModelBlueprint:
-    """The model section less the sampling knobs, and the data set (a model factory that
-    takes `dataset` gets it: the baseline learns its prior there)."""
+    """The model section less the per-request keys (sampling knobs, adapter), and the data
+    set (a model factory that takes `dataset` gets it: the baseline learns its prior
+    there)."""
 
     section: Mapping[str, Any]
     dataset: DatasetBlueprint
@@ -51,7 +53,7 @@ class ModelBlueprint:
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> "ModelBlueprint":
-        section = {k: v for k, v in _plain(config["model"]).items() if k not in SAMPLING_KEYS}
+        section = {k: v for k, v in _plain(config["model"]).items() if k not in PER_REQUEST_KEYS}
         dataset = DatasetBlueprint.of(config)
         return cls(section, dataset, _digest([section, dataset.digest]))
 

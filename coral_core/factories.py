@@ -61,7 +61,7 @@ def check_model(section: Mapping[str, Any]) -> None:
     adapter it cannot apply."""
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
-    if section["adapter"] and not getattr(entry.factory, "supports_adapters", False):
+    if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
         raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
                         f"({section['adapter']})")
     if section["base_url"] and not takes(entry.factory, "base_url"):

@@ -43,7 +43,7 @@ def build_strategy(config: Mapping[str, Any]) -> SearchStrategy:
     factory = plugins.registry().get("search_strategies", name).factory
     options = dict(section["options"])
     given = {"space": section["space"], "seed": config["run"]["seed"],
-             "budget": section["budget"]}
+             "budget": section["budget"], "config": config}
     for key, value in given.items():
         if plugins.accepts(factory, key):
             options.setdefault(key, value)
@@ -89,9 +89,10 @@ class Planner:
         tasks = self.tasks(config)
         model = ModelBlueprint.of(config)
         scoring = ScoringBlueprint.of(config, self.hidden)
-        if model.digest not in self._checked:
-            check_model(model.section)
-            self._checked.add(model.digest)
+        model_key = f"{model.digest}/{config['model']['adapter']}"
+        if model_key not in self._checked:
+            check_model(config["model"])
+            self._checked.add(model_key)
         key = f"{scoring.digest}/{DatasetBlueprint.of(config).digest}"
         if key not in self._checked:
             check_scoring(scoring, tasks)
@@ -193,6 +194,12 @@ def execute(info: RunInfo, session: Session, progress: Progress | None = None,
         _search(info, session, store, progress, lifecycle)
         summary = build_summary(info, store.trials(), config["search"]["rank_by"],
                                 hook_errors=hook_errors(store))
+        report = getattr(session.strategy, "summary", None)
+        if callable(report):  # what the strategy found (a Pareto front, a cost ledger...)
+            summary["search"] = report()
+        artifacts = getattr(session.strategy, "write_artifacts", None)
+        if callable(artifacts):  # plots and the like, beside summary.json
+            artifacts(info.run_dir)
         write_text_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
         lifecycle.notify("coral_run_finished", run=info, summary=summary)

@@ -131,7 +131,8 @@ class TrialRun:
         wanted = [(task, i) for task in self.plan.tasks for i in range(self.samples)]
         self._check_stored(wanted, generations)
         missing = [(t, i) for t, i in wanted if (t.id, i) not in generations]
-        self._note("generate", "the first batch includes model start-up" if missing else "")
+        self._note("generate", "waiting for the first batch (model start-up)" if missing
+                   else "")
         self.progress.start("generate", len(wanted),
                             sum((t.id, i) in generations for t, i in wanted))
         self.progress.start("evaluate", len(wanted),
@@ -170,10 +171,10 @@ class TrialRun:
                 if generating is not None and generating[0] in done:
                     future, chunk, requests = generating
                     generating = None
-                    for task, record in self._store_generations(chunk, requests,
-                                                                future.result()):
-                        self._submit(task, record)
+                    outputs = future.result()
                     self._note("generate", "")
+                    for task, record in self._store_generations(chunk, requests, outputs):
+                        self._submit(task, record)
                 self._collect()
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

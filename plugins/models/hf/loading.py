@@ -3,15 +3,25 @@
 Shared by inference (`model.py`), adapter training (`adapters.py`) and the benchmarks, so
 that all three read a model and pick a device the same way (`prompts` renders prompts).
 torch and transformers are imported inside the functions: importing this module stays cheap.
+
+A model directory comes from the internet, so nothing in it is trusted: JSON files are read
+under a size cap, each safetensors header is checked before transformers maps the file, the
+memory the configuration asks for is compared with what the device has (a huge
+`vocab_size` is refused before anything is allocated), and any failure of transformers,
+tokenizers, safetensors or torch (a pickle refused by `weights_only`, a corrupt file...)
+becomes one `UserError` line naming the file and the reason. Pickled weights are only ever
+read by torch's `weights_only` unpickler (transformers' default).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from coral_core.errors import UserError
 
@@ -26,6 +36,7 @@ _DTYPES = {
     "float16": "float16", "fp16": "float16", "half": "float16",
     "float32": "float32", "fp32": "float32", "float": "float32",
 }
+JSON_LIMIT = 16 * 1024 * 1024  # config.json, tokenizer_config.json, adapter_config.json...
 OFFLINE_HINT = (
     "for a hub id the model must be downloadable or already in the Hugging Face cache "
     "(HF_HOME; set HF_HUB_OFFLINE=1 to use the cache without network)"
@@ -87,39 +98,227 @@ def load_tokenizer(source: ModelSource, *, trust_remote_code: bool = False) -> A
     """The model's tokenizer, set up for left-padded batches (decoder-only generation)."""
     from transformers import AutoTokenizer
 
+    if source.local:
+        for name in ("tokenizer_config.json", "special_tokens_map.json", "chat_template.json"):
+            if (Path(source.location) / name).is_file():
+                read_json(Path(source.location) / name)
+        _check_size(Path(source.location) / "tokenizer.json", 1 << 30, "tokenizer")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            source.location, revision=source.revision, trust_remote_code=trust_remote_code
-        )
-    except (OSError, ValueError) as error:
-        raise UserError(_load_failure("tokenizer", source, error)) from error
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(
+                source.location, revision=source.revision, trust_remote_code=trust_remote_code
+            )
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    except UserError:
+        raise
+    except Exception as error:  # tokenizers, sentencepiece, json...: all mean "unusable"
+        raise UserError(_load_failure("tokenizer", source, error)) from None
     return tokenizer
 
 
 def load_model(
     source: ModelSource, *, device: str, dtype: "torch.dtype", trust_remote_code: bool = False
 ) -> Any:
-    """The causal LM on `device` in `dtype`, in eval mode."""
+    """The causal LM on `device` in `dtype`, in eval mode (after `check_model_files`)."""
     from transformers import AutoModelForCausalLM
 
+    check_model_files(source, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source.location, revision=source.revision, dtype=dtype,
-            device_map=device if device != "cpu" else None,
-            trust_remote_code=trust_remote_code,
-        )
-    except (OSError, ValueError) as error:
-        raise UserError(_load_failure("model", source, error)) from error
-    if device == "cpu":
-        model.to(device)
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(
+                source.location, revision=source.revision, dtype=dtype,
+                device_map=device if device != "cpu" else None,
+                trust_remote_code=trust_remote_code,
+            )
+        if device == "cpu":
+            model.to(device)
+    except UserError:
+        raise
+    except Exception as error:  # pickles refused, corrupt files, shape mismatches...
+        raise UserError(_load_failure("weights", source, error)) from None
     log.info("loaded %s on %s in %s", source.location, device, dtype)
     return model.eval()
 
 
-def _load_failure(what: str, source: ModelSource, error: Exception) -> str:
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No progress bars or load reports on the terminal while loading: a failure must be
+    one line, and Coral reports what it loaded itself."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def check_model_files(source: ModelSource, *, device: str, dtype: "torch.dtype",
+                      trust_remote_code: bool = False) -> None:
+    """Refuse a model directory that would fail or exhaust memory, before loading it.
+
+    config.json must be a JSON object of sane size; every safetensors file must have a
+    well-formed header that fits the file; the model the configuration describes (built
+    on the meta device: no memory) must match the tensor shapes the files hold and fit in
+    the memory the device has.
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    if source.local:
+        directory = Path(source.location)
+        read_json(directory / "config.json")
+        for path in sorted(directory.glob("*.safetensors")):
+            shapes.update(_safetensors_shapes(path))
+    meta = _meta_model(source, dtype, trust_remote_code)
+    wrong = [(name, shapes[name], tuple(tensor.shape))
+             for name, tensor in meta.state_dict().items()
+             if name in shapes and shapes[name] != tuple(tensor.shape)]
+    if wrong:
+        name, found, wanted = wrong[0]
+        raise UserError(
+            f"hf model: {source.location}/config.json does not match the weights: tensor "
+            f"{name} has shape {list(found)} in the files, the configuration implies "
+            f"{list(wanted)} ({len(wrong)} tensor(s) differ)")
+    tensors = list(meta.parameters()) + list(meta.buffers())  # tied weights counted once
+    needed = sum(t.numel() * t.element_size() for t in tensors)
+    available = available_memory(device)
+    if available is not None and needed > available:
+        raise UserError(
+            f"hf model: {source.location}/config.json describes a model of "
+            f"{needed / 2**30:.1f} GiB in {str(dtype).removeprefix('torch.')}, but {device} "
+            f"has {available / 2**30:.1f} GiB available; refused before loading")
+
+
+def _meta_model(source: ModelSource, dtype: "torch.dtype", trust_remote_code: bool) -> Any:
+    """The model the configuration describes, with no storage (torch's meta device)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(source.location, revision=source.revision,
+                                                trust_remote_code=trust_remote_code)
+        with quiet_transformers(), torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config, dtype=dtype,
+                                                    trust_remote_code=trust_remote_code)
+    except UserError:
+        raise
+    except Exception as error:
+        raise UserError(_load_failure("configuration (config.json)", source, error)) from None
+
+
+def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Tensor shapes of a safetensors file, whose header is checked against the file."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as error:  # SafetensorError: header too large, file not covered...
+        raise UserError(f"hf model: {path}: not a valid safetensors file "
+                        f"({clean(str(error))})") from None
+
+
+def available_memory(device: str) -> int | None:
+    """Bytes free on `device` (MemAvailable for the CPU), or None where unknown."""
+    if device.startswith("cuda"):
+        import torch
+
+        try:
+            return int(torch.cuda.mem_get_info(torch.device(device))[0])
+        except (RuntimeError, ValueError):
+            return None
+    if device != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
+    """A JSON object from `path`, read under `limit` bytes; anything else is a UserError."""
+    _check_size(path, limit, "file")
+    try:
+        with path.open("rb") as handle:
+            data = json.loads(handle.read(limit + 1))
+    except OSError as error:
+        raise UserError(f"hf model: cannot read {path}: {error.strerror}") from None
+    except (ValueError, RecursionError) as error:
+        raise UserError(f"hf model: {path} is not valid JSON ({clean(str(error))})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"hf model: {path} must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _check_size(path: Path, limit: int, what: str) -> None:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # missing: the loader says what it needed
+    if size > limit:
+        raise UserError(f"hf model: {path} has {size} bytes, more than any {what} of this "
+                        f"kind should ({limit}); refused")
+
+
+def chat_template_file(source: ModelSource) -> str:
+    """Where the tokenizer's chat template comes from, for messages."""
+    if not source.local:
+        return f"the tokenizer files of {source.location}"
+    directory = Path(source.location)
+    for name in ("chat_template.jinja", "chat_template.json", "tokenizer_config.json"):
+        if (directory / name).is_file():
+            return str(directory / name)
+    return str(directory)
+
+
+def adapter_base(adapter: Path) -> tuple[str | None, str | None]:
+    """What an adapter says it was made for: (`base_model_name_or_path` of its
+    adapter_config.json, the base model identity of Coral's `coral_adapter.json`)."""
+    config = read_json(adapter / "adapter_config.json")
+    named = config.get("base_model_name_or_path")
+    identity = None
+    record = adapter / "coral_adapter.json"
+    if record.is_file():
+        components = read_json(record).get("components")
+        if isinstance(components, Mapping) and isinstance(components.get("base_model"), str):
+            identity = components["base_model"]
+    return (named if isinstance(named, str) and named else None), identity
+
+
+def same_base(named: str, source: ModelSource) -> bool:
+    """Whether an adapter's `base_model_name_or_path` names the model `source` loads:
+    the same path or hub id, or the same final name (a hub id and a local copy of it)."""
+    if named == source.location:
+        return True
+    try:
+        if Path(named).expanduser().resolve() == Path(source.location).resolve():
+            return True
+    except (OSError, ValueError):
+        pass
+    tail = named.rstrip("/").rsplit("/", 1)[-1].lower()
+    return bool(tail) and tail == source.location.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def clean(text: str, limit: int = 300) -> str:
+    """Library- or file-supplied text made safe for one line on a terminal."""
+    text = " ".join(text.split())
+    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch) & 0xff:02x}" for ch in text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _load_failure(what: str, source: ModelSource, error: BaseException) -> str:
+    reason = clean(str(error)) or type(error).__name__
     hint = "" if source.local else f"; {OFFLINE_HINT}"
-    return f"hf model: cannot load the {what} of '{source.location}': {first_line}{hint}"
+    return (f"hf model: cannot load the {what} of '{source.location}': "
+            f"{type(error).__name__}: {reason}{hint}")

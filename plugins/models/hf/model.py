@@ -8,6 +8,12 @@ Requests are batched with left padding; each row samples with its own knobs and 
 `adapter` (a LoRA or DoRA directory) is loaded once into the same base model under a name
 and switched on per batch; an LRU bounds how many stay loaded. Importing this module does
 not import torch or transformers: the CLI must start fast.
+
+The tokenizer, the chat template (one probe rendering) and the weights are read when the
+model object is built, which Coral does before a run directory exists: a broken model
+directory, tokenizer, chat template or adapter is refused with one line before anything is
+written. An adapter whose base model is not this one is refused unless
+`allow_base_mismatch` is set (the option is part of the run's stored configuration).
 """
 
 from __future__ import annotations
@@ -25,8 +31,13 @@ from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
 
-from .loading import load_model, load_tokenizer, resolve_device, resolve_dtype, resolve_source
-from .prompts import check_supported, render_prompt, wants_chat_template
+from .loading import (
+    adapter_base, chat_template_file, clean, load_model, load_tokenizer, resolve_device,
+    resolve_dtype, resolve_source, same_base,
+)
+from .prompts import (
+    TemplateLimits, chat_template_of, check_supported, render_prompt, wants_chat_template,
+)
 from .sampling import RowSpec, build_sampler, build_stopper
 
 log = logging.getLogger(__name__)
@@ -41,6 +52,10 @@ class HFModel:
     chat_template: None (use it when the tokenizer has one), True (insist) or False (never).
     max_adapters: how many adapters stay loaded (least recently used ones are unloaded).
     revision: hub branch, tag or commit; trust_remote_code: allow a model's own code.
+    adapter: an adapter to check and load now (requests name their own adapters too).
+    allow_base_mismatch: use adapters made for another base model (refused by default).
+    template_timeout, template_max_chars: limits on rendering one prompt with the chat
+    template (seconds; characters of rendered text).
     """
 
     supports_adapters = True  # a request's `adapter` is a peft LoRA/DoRA directory
@@ -56,23 +71,38 @@ class HFModel:
         max_adapters: int = 4,
         revision: str | None = None,
         trust_remote_code: bool = False,
+        adapter: str | None = None,
+        allow_base_mismatch: bool = False,
+        template_timeout: float = 10.0,
+        template_max_chars: int = 4_000_000,
     ) -> None:
         if batch_size < 1 or max_adapters < 1:
             raise UserError("hf model: batch_size and max_adapters must be at least 1")
+        if not (isinstance(template_timeout, (int, float)) and template_timeout > 0
+                and isinstance(template_max_chars, int) and template_max_chars > 0):
+            raise UserError("hf model: template_timeout and template_max_chars must be > 0")
         self.name = f"hf:{target}"
         self.source = resolve_source(target, revision)
         self.batch_size = batch_size
         self.max_adapters = max_adapters
+        self.allow_base_mismatch = bool(allow_base_mismatch)
+        self.template_limits = TemplateLimits(timeout=float(template_timeout),
+                                              max_chars=template_max_chars)
         self._options = (device, dtype, chat_template, trust_remote_code)
         self._model: Any = None
         self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
         self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
-        self.base_loads = 0  # how often the base model was read (1 once used)
+        self.base_loads = 0  # how often the base model was read (1 once built)
         self.adapter_loads = 0  # how often an adapter was read from disk
+        self.base_mismatches: list[str] = []  # adapters used although made for another base
+        self.load()
+        if adapter:
+            self._load_adapter(adapter)
 
     # -- loading ----------------------------------------------------------------------
     def load(self) -> None:
-        """Read tokenizer and weights (done on first use; call early to fail early)."""
+        """Read tokenizer and weights, and try the chat template (done when the object is
+        built; again after `close()`)."""
         if self._model is not None:
             return
         device_option, dtype_option, chat_option, trust = self._options
@@ -80,6 +110,11 @@ class HFModel:
         self.dtype = resolve_dtype(dtype_option, self.device)
         self.tokenizer = load_tokenizer(self.source, trust_remote_code=trust)
         self.chat = wants_chat_template(self.tokenizer, chat_option)
+        if self.chat:  # one rendering now, so that a broken template fails before a run
+            chat_template_of(self.tokenizer, chat_template_file(self.source),
+                             self.template_limits)
+            render_prompt(self.tokenizer, Prompt("Coral checks the chat template."), True,
+                          self.name)
         self._model = load_model(
             self.source, device=self.device, dtype=self.dtype, trust_remote_code=trust
         )
@@ -113,6 +148,7 @@ class HFModel:
             return self._adapters[path]
         if not (Path(path) / "adapter_config.json").is_file():
             raise UserError(f"hf model: {adapter} is not a peft adapter (no adapter_config.json)")
+        self._check_adapter_base(Path(path))
         from peft import PeftModel
 
         name = "adapter_" + hashlib.sha256(path.encode()).hexdigest()[:12]
@@ -125,8 +161,9 @@ class HFModel:
                 self._peft.eval()
             else:
                 self._peft.load_adapter(path, adapter_name=name, low_cpu_mem_usage=True)
-        except (OSError, ValueError, KeyError, RuntimeError) as error:
-            raise UserError(f"hf model: cannot load adapter {adapter}: {error}") from error
+        except Exception as error:  # peft, safetensors, torch: all mean "unusable adapter"
+            raise UserError(f"hf model: cannot load adapter {adapter}: "
+                            f"{type(error).__name__}: {clean(str(error))}") from None
         self.adapter_loads += 1
         self._adapters[path] = name
         self._peft.set_adapter(name)  # never unload the active adapter
@@ -137,10 +174,40 @@ class HFModel:
         log.info("loaded adapter %s as %s", path, name)
         return name
 
+    def _check_adapter_base(self, path: Path) -> None:
+        """Refuse an adapter made for another base model (unless allowed, with a warning).
+
+        Coral's own adapters name the base model's content digest (`coral_adapter.json`);
+        others name a path or hub id in adapter_config.json, compared by path and name.
+        """
+        from .adapter_cache import model_identity
+
+        named, identity = adapter_base(path)
+        mismatch = ""
+        if identity is not None:
+            mine = model_identity(self.source)
+            if identity != mine:
+                mismatch = f"it was trained on {clean(identity)}, this model is {mine}"
+        elif named is not None and not same_base(named, self.source):
+            mismatch = f"its adapter_config.json names base model {clean(named)!r}"
+        elif named is None:
+            log.warning("adapter %s names no base model; it cannot be checked", path)
+        if not mismatch:
+            return
+        if not self.allow_base_mismatch:
+            raise UserError(f"hf model: adapter {path} was made for another base model than "
+                            f"{self.source.location} ({mismatch}); set allow_base_mismatch = "
+                            "true in [model.options] to use it anyway")
+        log.warning("adapter %s was made for another base model (%s); used because "
+                    "allow_base_mismatch is set", path, mismatch)
+        self.base_mismatches.append(str(path))
+
     def close(self) -> None:
         """Drop the weights (the runner calls this when a run ends); `load()` reads them again."""
         self._model = self._peft = None
         self._adapters.clear()
+        if getattr(self, "tokenizer", None) is not None and self.chat:
+            chat_template_of(self.tokenizer).close()  # its helper process
         import torch
 
         if torch.cuda.is_available():
