@@ -99,9 +99,8 @@ def _round(model_dir: Path, requests: list[GenerationRequest], options: dict) ->
         del fresh
         _free()  # untimed: the other way frees nothing either
 
-    model = HFModel(str(model_dir), **options)
     started = time.perf_counter()
-    model.load()
+    model = HFModel(str(model_dir), **options)  # the base model loads when it is built
     base_load = time.perf_counter() - started
     started = time.perf_counter()
     for request in requests:

@@ -10,6 +10,7 @@ import typer
 
 from coral_core import plugins
 from coral_core.catalog import data_label, dataset_rows, problem_rows
+from coral_core.data import FetchLimits
 from coral_core.errors import UserError
 from coral_core.tables import Column, Grid
 
@@ -73,11 +74,22 @@ def show_dataset(
 def fetch(
     name: str = typer.Argument(..., metavar="NAME", help="Data set to download."),
     force: bool = typer.Option(False, "--force", help="Download again even if cached."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS", min=0.1,
+        help=f"Deadline for the whole download (default {FetchLimits().deadline:g})."),
 ) -> None:
-    """Download a data set's pinned archive, check it, and unpack it into the user cache."""
+    """Download a data set's pinned archive, check it, and unpack it into the user cache.
+
+    The download is capped in size and time, and only the files that the pinned content
+    digest covers are installed (see docs/datasets.md)."""
     factory = plugins.registry().get("datasets", name).factory
     fetch_method = getattr(factory, "fetch", None)
     if not callable(fetch_method):
         raise UserError(f"data set '{name}' cannot be fetched; give its folder with --data-dir")
-    path = fetch_method(force=force)
+    options = {}
+    if timeout is not None:
+        if not plugins.accepts(fetch_method, "timeout"):
+            raise UserError(f"data set '{name}' does not take --timeout")
+        options["timeout"] = timeout
+    path = fetch_method(force=force, **options)
     note(f"{name}: {path}")

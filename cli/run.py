@@ -102,7 +102,8 @@ def run(
         run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]
                    else default_run_dir(config_used))
         if dry_run:
-            plan = check_run(config_used, run_dir, resolved.where).plan(0, {})
+            planner, _ = check_run(config_used, run_dir, resolved.where)
+            plan = planner.plan(0, {})
             shown = {**config_used, "run": {**config_used["run"], "out": str(run_dir)}}
             sys.stdout.write(launch.dry_run_text(shown, [t.id for t in plan.tasks]))
             return

@@ -22,6 +22,7 @@ import hashlib
 import http.client
 import lzma
 import os
+import re
 import shutil
 import socket
 import tarfile
@@ -33,7 +34,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterable, Iterator, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .atomic import publish_dir
 from .errors import UserError
@@ -231,12 +232,20 @@ def _clean(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session",
+                          re.IGNORECASE)
+
+
 def _shown(url: str) -> str:
-    """`url` for messages: without any user:password@, made safe."""
+    """`url` for messages: user:password@ and secret-looking query values as ***."""
     parts = urlsplit(url)
     if parts.username or parts.password:
-        url = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
-    return _clean(url)
+        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
+    if parts.query:
+        parts = parts._replace(query="&".join(
+            f"{name}=***" if _SECRET_NAME.search(name) else f"{name}={value}"
+            for name, value in parse_qsl(parts.query, keep_blank_values=True)))
+    return _clean(parts.geturl())
 
 
 def _download(url: str, target: Path, limits: FetchLimits) -> None:
@@ -257,7 +266,7 @@ def _download(url: str, target: Path, limits: FetchLimits) -> None:
             raise
         except urllib.error.HTTPError as error:
             raise UserError(f"download of {shown} failed: HTTP {error.code} "
-                            f"{_clean(str(error.reason), 60)}") from None
+                            f"{_clean(str(error.reason), 60)}; nothing was installed") from None
         except (OSError, http.client.HTTPException, ValueError) as error:
             if watchdog.expired.is_set():
                 raise _too_slow(shown, limits) from None
@@ -266,12 +275,13 @@ def _download(url: str, target: Path, limits: FetchLimits) -> None:
             else:
                 reason = _clean(str(getattr(error, "reason", None) or error)
                                 or type(error).__name__)
-            raise UserError(f"download of {shown} failed: {reason}") from None
+            raise UserError(f"download of {shown} failed: {reason}; nothing was installed"
+                            ) from None
     if watchdog.expired.is_set():
         raise _too_slow(shown, limits)
     if missing:
         raise UserError(f"download of {shown} was cut short: {size} bytes came, "
-                        f"{size + missing} were announced")
+                        f"{size + missing} were announced; nothing was installed")
 
 
 def _stream_to(response: Any, out: IO[bytes], cap: int, shown: str,
@@ -280,7 +290,7 @@ def _stream_to(response: Any, out: IO[bytes], cap: int, shown: str,
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > cap:
         raise UserError(f"download of {shown} refused: the server announces "
-                        f"{int(declared)} bytes, over the {cap}-byte cap")
+                        f"{int(declared)} bytes, over the {cap}-byte cap; nothing was installed")
     read = getattr(response, "read1", response.read)
     size = 0
     while not watchdog.expired.is_set():

@@ -54,6 +54,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.search.single",
     "coral_plugins.search.grid",
     "coral_plugins.search.random",
+    "coral_plugins.search.evolution",
     "coral_core.executors.local",
 )
 
@@ -295,6 +296,8 @@ def registry() -> Registry:
                                         .items() if entry.plugin != name}
         else:
             result.plugins.append(PluginInfo(name, sources.get(name, "unknown"), (), error))
+    log.debug("plugins: %s",
+              ", ".join(f"{p.name} ({p.source}, {p.status})" for p in result.plugins))
     return result
 
 

@@ -90,8 +90,10 @@ class Executor(Protocol):
 
     name: str
 
-    def prepare(self, model: "ModelBlueprint", scoring: "ScoringBlueprint") -> None:
-        """Build what these name now, so that errors surface before any work."""
+    def prepare(self, model: "ModelBlueprint", scoring: "ScoringBlueprint",
+                adapters: Sequence[str] = ()) -> None:
+        """Build what these name now (and check the adapters, where the model can), so
+        that errors surface before any work."""
         ...
 
     def generate(self, model: "ModelBlueprint", requests: Sequence[GenerationRequest],

@@ -16,14 +16,17 @@ from .tables import Column, Grid
 SHOWN_K = ("1", "5", "10", "25", "50", "100")
 
 
-def _round(value: float, places: int) -> str:
+def _round(value: float, places: int, scale: int = 1) -> str:
+    """`value` x `scale` to `places` decimals, half up, on the decimal the value prints
+    as (0.0345 is 3.45%, so 3.5%, although 100 * 0.0345 is 3.4499... in binary)."""
     quantum = Decimal(1).scaleb(-places)
-    return str(Decimal(repr(float(value))).quantize(quantum, rounding=ROUND_HALF_UP))
+    exact = Decimal(repr(float(value))) * scale
+    return str(exact.quantize(quantum, rounding=ROUND_HALF_UP))
 
 
 def percent(value: float) -> str:
     """0.0125 -> '1.3%' (half up, one decimal)."""
-    return _round(100 * value, 1) + "%"
+    return _round(value, 1, 100) + "%"
 
 
 def number(value: float) -> str:
@@ -35,7 +38,7 @@ def _span(interval: Any, as_percent: bool) -> str:
         return ""
     low, high = interval
     if as_percent:
-        return f"{_round(100 * low, 1)}-{_round(100 * high, 1)}%"
+        return f"{_round(low, 1, 100)}-{_round(high, 1, 100)}%"
     return f"{number(low)}-{number(high)}"
 
 
@@ -128,7 +131,8 @@ def trials_grid(summary: Mapping[str, Any]) -> Grid:
                      overrides or "(base)", row["status"],
                      percent(pass1) if pass1 is not None else "-",
                      number(row["fitness"]) if "fitness" in row else "-"))
-    return Grid(f"trials (best by {rank_by}, marked *)", columns, tuple(rows))
+    return Grid(f"trials (best by {rank_by})", columns, tuple(rows),
+                "* marks the best trial" if best is not None else "")
 
 
 def partial_note(summary: Mapping[str, Any]) -> str:

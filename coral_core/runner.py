@@ -144,12 +144,12 @@ def prepare(config: Mapping[str, Any], run_dir: Path,
     """Refuse what would fail: the executor, the strategy and its space, the data set and
     its tasks, the model and evaluators of the base configuration (built now), and every
     value of the search space on its own (checked without building)."""
-    planner = check_run(config, run_dir, where)
-    strategy = build_strategy(config)
+    planner, strategy = check_run(config, run_dir, where)
     executor = build_executor(config["execution"])
     base = planner.plan(0, {})
     try:
-        executor.prepare(base.model, base.scoring)
+        adapter = config["model"]["adapter"]
+        executor.prepare(base.model, base.scoring, (adapter,) if adapter else ())
     except BaseException:
         executor.close()
         raise
@@ -157,12 +157,13 @@ def prepare(config: Mapping[str, Any], run_dir: Path,
 
 
 def check_run(config: Mapping[str, Any], run_dir: Path,
-              where: Callable[[tuple[str, ...]], str] = _nowhere) -> Planner:
+              where: Callable[[tuple[str, ...]], str] = _nowhere,
+              ) -> tuple[Planner, SearchStrategy]:
     """Everything `prepare` checks that builds nothing heavy (no model, no sandbox): the
-    executor's and strategy's names, the tasks, the model's options, the evaluators and
+    executor's name, the strategy, the tasks, the model's options, the evaluators and
     every search-space value. `coral run --dry-run` stops here."""
     check_executor(config["execution"])
-    build_strategy(config)
+    strategy = build_strategy(config)
     planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
     planner.plan(0, {})
     for key, values in config["search"]["space"].items():
@@ -171,7 +172,7 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
                 planner.plan(0, {key: value})
             except UserError as error:
                 raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
-    return planner
+    return planner, strategy
 
 
 def _probe_values(values: Any) -> list[Any]:
@@ -191,15 +192,18 @@ def execute(info: RunInfo, session: Session, progress: Progress | None = None,
     try:
         lifecycle = Lifecycle(store, config["run"]["fail_fast"])
         lifecycle.notify("coral_run_started", run=info)
+        bind = getattr(session.strategy, "bind", None)
+        if callable(bind):  # a strategy that reads its run's records (costs) learns where
+            bind(info.run_dir)
         _search(info, session, store, progress, lifecycle)
         summary = build_summary(info, store.trials(), config["search"]["rank_by"],
                                 hook_errors=hook_errors(store))
-        report = getattr(session.strategy, "summary", None)
-        if callable(report):  # what the strategy found (a Pareto front, a cost ledger...)
-            summary["search"] = report()
         artifacts = getattr(session.strategy, "write_artifacts", None)
         if callable(artifacts):  # plots and the like, beside summary.json
             artifacts(info.run_dir)
+        report = getattr(session.strategy, "summary", None)
+        if callable(report):  # what the strategy found (a Pareto front, a cost ledger...)
+            summary["search"] = report()
         write_text_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
         lifecycle.notify("coral_run_finished", run=info, summary=summary)

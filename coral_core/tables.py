@@ -74,14 +74,15 @@ def _cell(text: str) -> str:
 
 def markdown(grid: Grid) -> str:
     """The grid as a GitHub-flavoured Markdown table, title above and caption below."""
-    widths = [max(3, w) for w in grid.widths()]
+    header = [_cell(c.header) for c in grid.columns]
+    body = [[_cell(text) for text in row] for row in grid.rows]
+    widths = [max(3, *(len(cells[i]) for cells in [header, *body]))
+              for i in range(len(header))]
     lines = [grid.title, ""] if grid.title else []
-    cells = [_cell(c.header) for c in grid.columns]
-    lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |")
+    lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(header, widths)) + " |")
     lines.append("|" + "|".join(("-" * (w + 1) + ":") if c.align == "right" else "-" * (w + 2)
                                 for c, w in zip(grid.columns, widths)) + "|")
-    for row in grid.rows:
-        cells = [_cell(text) for text in row]
+    for cells in body:
         lines.append("| " + " | ".join(
             cell.rjust(w) if column.align == "right" else cell.ljust(w)
             for cell, column, w in zip(cells, grid.columns, widths)) + " |")
@@ -91,12 +92,12 @@ def markdown(grid: Grid) -> str:
 
 
 def vertical(grid: Grid) -> list[tuple[str, list[tuple[str, str]]]]:
-    """One block per row: its key columns joined as a heading, then (header, value) for
-    every other column with a value."""
+    """One block per row: its key columns as a heading ('problem: gcd  seen: yes'), then
+    (header, value) for every other column with a value."""
     keys = [i for i, c in enumerate(grid.columns) if c.key] or [0]
     blocks = []
     for row in grid.rows:
-        heading = "  ".join(row[i] for i in keys if row[i])
+        heading = "  ".join(f"{grid.columns[i].header}: {row[i]}" for i in keys if row[i])
         fields = [(c.header, row[i]) for i, c in enumerate(grid.columns)
                   if i not in keys and row[i]]
         blocks.append((heading, fields))

@@ -131,7 +131,7 @@ class TrialRun:
         wanted = [(task, i) for task in self.plan.tasks for i in range(self.samples)]
         self._check_stored(wanted, generations)
         missing = [(t, i) for t, i in wanted if (t.id, i) not in generations]
-        self._note("generate", "waiting for the first batch (model start-up)" if missing
+        self._note("generate", "first batch: includes model start-up" if missing
                    else "")
         self.progress.start("generate", len(wanted),
                             sum((t.id, i) in generations for t, i in wanted))

@@ -102,10 +102,7 @@ class HostileServer:
             ready.set()
             self._loop.run_forever()
             self._server.close()
-            tasks = [t for t in asyncio.all_tasks(self._loop)]
-            for task in tasks:
-                task.cancel()
-            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self._loop.run_until_complete(_cancel_all())
             self._loop.close()
 
         self._thread = threading.Thread(target=run, name="hostile-server", daemon=True)
@@ -256,6 +253,13 @@ class HostileServer:
     async def _mode_redirect(self, writer, headers, raw, mode) -> None:
         await self._reply(writer, 302, b"", {"Location": f"http://127.0.0.1:{self.port}/v2"},
                           mode=mode)
+
+
+async def _cancel_all() -> None:
+    tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _pieces(first: bytes, chunk: bytes, limit: int | None):

@@ -68,8 +68,10 @@ def test_space_refuses_keys_no_trial_may_change(tmp_path, key):
 
 
 @pytest.mark.parametrize("line, message", [
-    ('"model.temprature" = [0.1]', "[search.space] unknown key 'model.temprature' (did you mean 'temperature'?) "),
-    ('"modle.temperature" = [0.1]', "[search.space] unknown section [modle] (did you mean 'model'?) "),
+    ('"model.temprature" = [0.1]',
+     "[search.space] unknown key 'model.temprature' (did you mean 'temperature'?) "),
+    ('"modle.temperature" = [0.1]',
+     "[search.space] unknown section [modle] (did you mean 'model'?) "),
     ('"model.temperature" = []', "[search.space] 'model.temperature' values must be a "
                                  "non-empty list"),
     ('"model.temperature" = 0.5', "[search.space] 'model.temperature' needs a list of values"),

@@ -174,11 +174,11 @@ def test_retry_after_is_honoured(served_tiny_model: ServedModel) -> None:
         model.generate(requests_for(1))
         elapsed = time.perf_counter() - start
     assert proxy.counts == {"429": 1, "ok": 1}
-    assert 1.0 <= elapsed < 3.0
+    assert elapsed >= 1.0  # waited as long as the server asked, not the tiny backoff
 
 
 @pytest.mark.parametrize("fault, words", [
-    ("500", "HTTP 500"), ("reset", "connection failed"), ("slow", "no reply within 0.5s"),
+    ("500", "HTTP 500"), ("reset", "connection failed"), ("slow", "no complete reply within 0.5s"),
 ])
 def test_retries_give_up_after_the_maximum(served_tiny_model: ServedModel, fault: str,
                                            words: str) -> None:

@@ -247,6 +247,8 @@ def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path, data_di
 
     table = run_coral("plugins", "list", env=env)
     assert table.returncode == 0 and "failed" in table.stdout and "broken" in table.stdout
+    datasets = run_coral("datasets", "list", env=env)
+    assert datasets.returncode == 0 and "quixbugs" in datasets.stdout
     verbose = run_coral("-v", "plugins", "list", env=env)
     assert verbose.returncode == 0 and "Traceback" in verbose.stderr
     assert "import nope" in verbose.stderr

@@ -66,8 +66,13 @@ class LocalExecutor:
             self._scoring = (blueprint.digest, built)
         return built
 
-    def prepare(self, model: ModelBlueprint, scoring: ScoringBlueprint) -> None:
-        self.model(model)
+    def prepare(self, model: ModelBlueprint, scoring: ScoringBlueprint,
+                adapters: Sequence[str] = ()) -> None:
+        built = self.model(model)
+        check = getattr(built, "prepare_adapter", None)
+        for adapter in adapters:  # a broken adapter is refused now, not at the first batch
+            if callable(check):
+                check(adapter)
         self.scoring(scoring)
 
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],

@@ -1,8 +1,11 @@
 """Running untrusted candidate programs: see docs/sandbox.md for the guarantees."""
 
+from .analysis import Analyzer, analyzer_for
 from .decode import Opaque
 from .policy import SandboxPolicy
-from .pool import ExecutionResult, Job, JobTemplate, Sandbox, StepResult
+from .pool import Sandbox
+from .results import ExecutionResult, StepResult
+from .wire import Job, JobTemplate
 
-__all__ = ["ExecutionResult", "Job", "JobTemplate", "Opaque", "Sandbox", "SandboxPolicy",
-           "StepResult"]
+__all__ = ["Analyzer", "ExecutionResult", "Job", "JobTemplate", "Opaque", "Sandbox",
+           "SandboxPolicy", "StepResult", "analyzer_for"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -23,9 +24,10 @@ NOBODY = 65534
 INTERPRETER_FLAGS = ("-s", "-B")
 
 
-def worker_launcher(directory: str) -> str:
+def worker_launcher(directory: str, module: str = "worker") -> str:
     """`python -s -c` code that imports the worker package from `directory` as
-    `coral_inside` and runs it (the folder a candidate can write is never on sys.path)."""
+    `coral_inside` and runs `module` (the program worker, or `lint` for the analysis
+    worker); the folder a candidate can write is never on sys.path."""
     init = f"{directory}/__init__.py"
     return (
         "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
@@ -34,7 +36,7 @@ def worker_launcher(directory: str) -> str:
         f"submodule_search_locations=[{directory!r}]); "
         "package = importlib.util.module_from_spec(spec); "
         "sys.modules['coral_inside'] = package; spec.loader.exec_module(package); "
-        "from coral_inside.worker import main; main(sys.argv)"
+        f"from coral_inside.{module} import main; main(sys.argv)"
     )
 
 
@@ -46,6 +48,9 @@ class SandboxPolicy:
     layer), "bwrap" (required: an error where it does not work) or "none".
     hidden: extra paths never visible inside (the data and run directories are not bound
     in the first place; these are hidden even if they lie under a bound path).
+    syscall_filter: the seccomp filter of inside/seccomp.py (keyrings, IPC, user
+    namespaces); off only to test the layers behind it.
+    cgroup: a memory and pids cgroup per slot where one is writable (see cgroups.py).
     """
 
     timeout: float = 5.0
@@ -55,10 +60,14 @@ class SandboxPolicy:
     max_file_mb: int = 16
     max_open_files: int = 64
     output_bytes: int = 4096
-    record_bytes: int = 1 << 20
+    record_bytes: int = 1 << 20  # per recorded value, and all of a step's values together
+    max_records: int = 1000  # values a step may record
+    max_files: int = 10000  # files and folders a candidate may create in its /tmp
     tmp_mb: int = 64
     isolation: str = "auto"
     hidden: tuple[str, ...] = ()
+    syscall_filter: bool = True
+    cgroup: bool = True
 
     def limits(self, steps: int, timeouts: list[float] | None = None) -> dict[str, int]:
         budget = sum(timeouts) if timeouts else self.timeout * max(steps, 1)
@@ -70,7 +79,15 @@ class SandboxPolicy:
             "open_files": self.max_open_files,
             "output_bytes": self.output_bytes,
             "record_bytes": self.record_bytes,
+            "records": self.max_records,
+            "files": self.max_files,
         }
+
+    def worker_options(self, memory_cgroup: bool = False) -> str:
+        """The JSON options the sandbox worker takes (see inside/worker.py main)."""
+        ids = [NOBODY, NOBODY] if os.geteuid() == 0 else None
+        return json.dumps({"ids": ids, "filter": self.syscall_filter,
+                           "memory_cgroup": memory_cgroup})
 
 
 def scrubbed_environment() -> dict[str, str]:
@@ -98,8 +115,11 @@ def python_roots() -> list[str]:
     return keep
 
 
-def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
-    """A minimal read-only root: system dirs, the interpreter and packages, a private /tmp."""
+def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
+                  options: str | None = None) -> list[str]:
+    """A minimal read-only root: system dirs, the interpreter and packages, a private /tmp
+    (capped in size; bubblewrap 0.8 cannot cap its inodes, the worker samples them), a
+    private POSIX message queue file system the worker empties after each job."""
     command = [
         "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session",
@@ -113,7 +133,7 @@ def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
             command += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             command += ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue"]
     command += ["--perms", "1777", "--size", str(policy.tmp_mb << 20), "--tmpfs", "/tmp"]
     made: set[str] = {"/", "/tmp", "/usr", "/proc", "/dev"}
     for root in python_roots():
@@ -128,9 +148,10 @@ def bwrap_command(policy: SandboxPolicy, python: str) -> list[str]:
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     command += ["--chdir", "/tmp", python, *INTERPRETER_FLAGS, "-c",
-                worker_launcher(WORKER_IN_SANDBOX), "/tmp"]
-    if os.geteuid() == 0:
-        command += [str(NOBODY), str(NOBODY)]
+                worker_launcher(WORKER_IN_SANDBOX, module)]
+    if module == "worker":
+        command.append("/tmp")
+    command.append(options if options is not None else policy.worker_options())
     return command
 
 

@@ -1,111 +1,62 @@
 """Host side of the sandbox: a pool of pre-warmed workers, one job at a time each.
 
-Each slot is one worker process (inside its own bubblewrap sandbox where available), so
-candidates in different slots cannot see or signal each other. Jobs are pulled from one
-queue by whichever slot is free; a slot whose worker dies or stops answering is restarted
-and its job reported as an error.
+Each slot is one worker process (inside its own bubblewrap sandbox where available, and in
+its own memory and pids cgroup where one can be made), so candidates in different slots
+cannot see or signal each other. Jobs are pulled from one queue by whichever slot is free;
+a slot whose worker dies or stops answering is restarted and its job retried once.
 """
 
 from __future__ import annotations
 
-import json
+import atexit
 import logging
 import os
 import queue
 from collections import deque
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ..program_tests import ExecutionSpec
-from .decode import DecodeError, decode_record
+from .analysis import Analyzer
+from .cgroups import SlotCgroup, slot_name
 from .inside.worker import WALL_FACTOR
+from .notices import warn_once
 from .policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available,
                      bwrap_command, scrubbed_environment, worker_launcher)
+from .results import Assembly, ExecutionResult, ProtocolError, StepResult
+from .wire import Job, JobTemplate, Pipes, WorkerGone
 
 log = logging.getLogger(__name__)
-_warned = False
 
+__all__ = ["ExecutionResult", "Job", "JobTemplate", "Sandbox", "StepResult"]
 
-@dataclass(frozen=True)
-class StepResult:
-    """What one step did: status ok | error | timeout, the values it recorded, its time."""
-
-    status: str
-    records: tuple[Any, ...] = ()
-    detail: str = ""
-    seconds: float = 0.0
-    cost: int = -1  # lines executed, where the job counted them; -1: not counted or tampered
-    cpu: float = -1.0
-
-
-@dataclass(frozen=True)
-class ExecutionResult:
-    steps: tuple[StepResult, ...]
-    load_error: str = ""
-    load_seconds: float = 0.0
-    load_cost: int = -1  # lines executed while loading, where counted
-    stdout: str = ""
-    stderr: str = ""
-    isolated: bool = False
-
-    @property
-    def seconds(self) -> float:
-        """Load plus every step: precomputing answers while loading cannot hide time."""
-        return self.load_seconds + sum(step.seconds for step in self.steps)
-
-
-@dataclass(frozen=True)
-class Job:
-    """A candidate program and the steps to run: `wire` is the worker's JSON."""
-
-    payload: dict[str, Any] = field(hash=False)  # everything but the code (budgets, steps)
-    wire: str = field(hash=False)
-
-    @classmethod
-    def build(
-        cls, spec: ExecutionSpec, code: str, policy: SandboxPolicy,
-        timeouts: list[float] | None = None, count: bool = False,
-    ) -> "Job":
-        return JobTemplate(spec, policy, timeouts, count).job(code)
-
-
-class JobTemplate:
-    """A task's job without the candidate's code, serialised once: only the code changes
-    from one candidate to the next."""
-
-    def __init__(self, spec: ExecutionSpec, policy: SandboxPolicy,
-                 timeouts: list[float] | None = None, count: bool = False):
-        steps = [
-            {"call": c.step.call, "args": list(c.step.args), "project": c.step.project,
-             "script": c.step.script}
-            for c in spec.cases
-        ]
-        timeouts = list(timeouts or [policy.timeout] * len(steps))
-        self.payload = {
-            "module": spec.module, "support": [list(s) for s in spec.support],
-            "setup": spec.setup, "steps": steps, "timeouts": timeouts,
-            "load_timeout": policy.load_timeout,
-            "limits": policy.limits(len(steps), timeouts), "count": count,
-        }
-        self._rest = json.dumps(self.payload)[1:]  # '"module": ..., ...}'
-
-    def job(self, code: str) -> Job:
-        return Job(self.payload, '{"code":' + json.dumps(code) + "," + self._rest)
-
-
-class WorkerDied(Exception):
-    pass
+WorkerDied = WorkerGone  # the name the pool's callers know
+CGROUP_HEADROOM = 64 << 20  # the worker's own memory, on top of the candidate's limit
+CGROUP_PROCESSES = 8  # bubblewrap, the worker, a janitor: on top of the candidate's limit
 
 
 PIPELINE = 2  # jobs written ahead to each worker
+
+_LIVE: "weakref.WeakSet[_Slot]" = weakref.WeakSet()  # slots whose cgroups must go at exit
+_EXITING = threading.Event()
+
+
+@atexit.register
+def _release_all() -> None:
+    """A Sandbox nobody closed: its workers would die with us, but their cgroups would stay
+    (a group is removed only once its processes are gone): kill, then remove."""
+    _EXITING.set()
+    for slot in list(_LIVE):
+        try:
+            slot.release()
+        except Exception:  # exiting anyway; the next Coral process removes stale groups
+            pass
 
 
 @dataclass
@@ -116,6 +67,14 @@ class _InFlight:
     retried: bool = False
 
 
+def frame_limits(policy: SandboxPolicy) -> dict[bytes, int]:
+    """The largest payload of each frame kind a worker of ours sends."""
+    control = 1 << 16
+    return {b"H": control, b"R": policy.record_bytes, b"D": 1 << 13, b"S": control,
+            b"L": control, b"F": control, b"o": policy.output_bytes,
+            b"e": policy.output_bytes, b"Z": control}
+
+
 class _Slot:
     """One worker process and the thread that feeds it."""
 
@@ -123,31 +82,58 @@ class _Slot:
         self.sandbox = sandbox
         self.index = index
         self.process: subprocess.Popen[bytes] | None = None
+        self.pipes: Pipes | None = None
         self.scratch: str | None = None
-        self.buffer = b""
+        self.cgroup: SlotCgroup | None = None
+        self.cgroup_tried = False
         self.job_id = 0
+        self.limits = frame_limits(sandbox.policy)
+
+    def _make_cgroup(self) -> None:
+        """Once per slot: the group outlives worker restarts, and goes with the slot."""
+        if self.cgroup_tried or not self.sandbox.policy.cgroup:
+            return
+        self.cgroup_tried = True
+        policy = self.sandbox.policy
+        self.cgroup = SlotCgroup.create(slot_name(self.index),
+                                        (policy.memory_mb << 20) + CGROUP_HEADROOM,
+                                        policy.max_processes + CGROUP_PROCESSES)
+        if self.cgroup is None:
+            warn_once("cgroup", "no memory cgroup can be created here: a candidate's memory "
+                      "limit is sampled (about every 20 ms) and does not see memory held "
+                      "in memfds or kernel objects; see docs/sandbox.md")
 
     def start(self) -> None:
+        if _EXITING.is_set():
+            raise RuntimeError("Python is exiting")
+        _LIVE.add(self)
         policy = self.sandbox.policy
+        self._make_cgroup()
+        options = policy.worker_options(memory_cgroup=self.cgroup is not None)
         if self.sandbox.isolated:
-            command = bwrap_command(policy, sys.executable)
+            command = bwrap_command(policy, sys.executable, "worker", options)
             cwd = None
         else:
             self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-")
             command = [sys.executable, *INTERPRETER_FLAGS, "-c", worker_launcher(str(WORKER_DIR)),
-                       self.scratch]
+                       self.scratch, options]
             if os.geteuid() == 0:
                 os.chown(self.scratch, NOBODY, NOBODY)
-                command += [str(NOBODY), str(NOBODY)]
             cwd = self.scratch
+        if self.cgroup is not None:
+            command = self.cgroup.wrap(command)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=scrubbed_environment(), cwd=cwd, close_fds=True,
         )
-        self.buffer = b""
-        hello = self._read_line(time.monotonic() + 60)
-        if not hello.get("ready"):
-            raise WorkerDied("sandbox worker did not start")
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.pipes = Pipes(self.process.stdin.fileno(), self.process.stdout.fileno())
+        kind, payload = self.pipes.frame(time.monotonic() + 60, self.limits)
+        hello = _hello(kind, payload)
+        if not hello.get("filter") and policy.syscall_filter:
+            warn_once("seccomp", "seccomp filters are not available here: candidates can "
+                      "create keyrings and IPC objects (removed after each job) and user "
+                      "namespaces; see docs/sandbox.md")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -157,6 +143,7 @@ class _Slot:
                 if stream:
                     stream.close()
             self.process = None
+            self.pipes = None
         if self.scratch:
             try:
                 shutil.rmtree(self.scratch, ignore_errors=True)
@@ -164,19 +151,21 @@ class _Slot:
                 subprocess.run(["rm", "-rf", "--", self.scratch], check=False)
             self.scratch = None
 
+    def release(self) -> None:
+        """The slot is done for good: its worker and its cgroup go."""
+        self.stop()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
     def send(self, job: Job) -> int:
         """Write a job to the worker (started if needed); the worker queues it."""
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self.start()
-        assert self.process is not None and self.process.stdin is not None
+        assert self.pipes is not None
         self.job_id += 1
-        try:
-            self.process.stdin.write(
-                ('{"id":%d,"job":%s}\n' % (self.job_id, job.wire)).encode())
-            self.process.stdin.flush()
-        except OSError as error:
-            raise WorkerDied(f"sandbox worker exited ({error.strerror})") from None
+        self.pipes.write(job.wire(self.job_id))
         return self.job_id
 
     def receive(self, job: Job, job_id: int) -> ExecutionResult:
@@ -185,53 +174,34 @@ class _Slot:
         # own backstop stretches while the machine is busy, so this one is generous.
         budget = (3 * payload["load_timeout"] + 3 * WALL_FACTOR * sum(payload["timeouts"])
                   + 30.0 + 0.05 * len(payload["steps"]))
-        message = self._read_line(time.monotonic() + budget)
-        if message.get("id") != job_id or not message.get("done"):
-            raise WorkerDied("sandbox worker sent an unexpected message")
-        steps = {m["step"]: _step_result(m) for m in message.get("steps", ())}
-        ordered = tuple(steps.get(i, StepResult("error", detail="no result"))
-                        for i in range(len(payload["steps"])))
-        return ExecutionResult(
-            steps=ordered, load_error=message.get("load_error", ""),
-            load_seconds=float(message.get("load_seconds", 0.0)),
-            load_cost=int(message.get("load_cost", -1)),
-            stdout=message.get("stdout", ""), stderr=message.get("stderr", ""),
-            isolated=self.sandbox.isolated,
-        )
-
-    def _read_line(self, deadline: float) -> dict[str, Any]:
-        assert self.process is not None and self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerDied("sandbox worker stopped answering")
-            if not select.select([fd], [], [], remaining)[0]:
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                raise WorkerDied("sandbox worker exited")
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        deadline = time.monotonic() + budget
+        assembly = Assembly(len(payload["steps"]), self.sandbox.policy.max_records)
+        assert self.pipes is not None
         try:
-            return json.loads(line)
-        except (ValueError, RecursionError) as error:
-            raise WorkerDied(f"sandbox worker sent an unreadable message ({error})") from None
+            while not assembly.feed(*self.pipes.frame(deadline, self.limits)):
+                pass
+        except ProtocolError as error:
+            raise WorkerDied(f"sandbox worker sent an unexpected message ({error})") from None
+        if assembly.done_id != job_id:
+            raise WorkerDied("sandbox worker sent an unexpected message")
+        return assembly.result(self.sandbox.isolated)
 
 
-def _step_result(message: dict[str, Any]) -> StepResult:
-    status, detail = message["status"], message.get("detail", "")
+def _hello(kind: bytes, payload: bytes) -> dict:
+    import json
+
     try:
-        records = tuple(decode_record(raw) for raw in message.get("records", ()))
-    except DecodeError as error:
-        status, detail, records = "error", f"unrepresentable value: {error}", ()
-    return StepResult(status, records, detail, float(message.get("seconds", 0.0)),
-                      int(message.get("cost", -1)), float(message.get("cpu", -1.0)))
+        hello = json.loads(payload) if kind == b"H" else {}
+    except ValueError:
+        hello = {}
+    if not isinstance(hello, dict) or not hello.get("ready"):
+        raise WorkerDied("sandbox worker did not start")
+    return hello
 
 
-def _stop_quietly(slot: "_Slot") -> None:
+def _stop_quietly(slot: "_Slot", release: bool = False) -> None:
     try:
-        slot.stop()
+        slot.release() if release else slot.stop()
     except Exception:  # a slot that cannot be cleaned must not stop the pool
         log.exception("could not stop sandbox slot %d cleanly", slot.index)
 
@@ -260,28 +230,38 @@ class Sandbox:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._analyzer: Analyzer | None = None
 
     def _choose_isolation(self) -> bool:
-        global _warned
+        """bubblewrap where it works. CORAL_REQUIRE_BWRAP=1 (set by CI) makes "auto" mean
+        "bwrap": where it cannot isolate, that is an error, never a quiet fallback."""
         if self.policy.isolation == "none":
             return False
         ok, why = bwrap_available()
         if ok:
             return True
-        if self.policy.isolation == "bwrap":
+        if self.policy.isolation == "bwrap" or os.environ.get("CORAL_REQUIRE_BWRAP") == "1":
             from ..errors import UserError
 
             raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
         if os.geteuid() != 0:
             _make_undumpable()
-        if not _warned:
-            _warned = True
-            log.warning(
-                "%s: candidates run WITHOUT filesystem, network and PID isolation "
-                "(resource limits, scrubbed environment and process-group kill still apply). "
-                "Install bubblewrap (apt-get install bubblewrap) to isolate them.", why,
-            )
+        warn_once(
+            "bwrap", "%s: candidates run WITHOUT filesystem, network and PID isolation "
+            "(resource limits, scrubbed environment and process-group kill still apply). "
+            "Install bubblewrap (apt-get install bubblewrap) to isolate them.", why,
+        )
         return False
+
+    def analyzer(self) -> "Analyzer":
+        """The analysis workers (parsing, flake8, bandit) beside this sandbox's slots,
+        started on first use and closed with it."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("sandbox is closed")
+            if self._analyzer is None:
+                self._analyzer = Analyzer(self.policy, self.workers, self.isolated)
+            return self._analyzer
 
     def submit(self, job: Job) -> "Future[ExecutionResult]":
         future: Future[ExecutionResult] = Future()
@@ -350,7 +330,7 @@ class Sandbox:
             for left in flight:
                 if not left.future.done():
                     left.future.set_exception(RuntimeError("sandbox closed"))
-            _stop_quietly(slot)
+            _stop_quietly(slot, release=True)
 
     def _send(self, slot: "_Slot", item: "_InFlight", flight: "deque[_InFlight]") -> None:
         """A worker that died before reading a job is no fault of that job: it goes to a
@@ -379,8 +359,11 @@ class Sandbox:
             self._closed = True
             for _ in self._threads:
                 self._queue.put(None)
+            analyzer, self._analyzer = self._analyzer, None
         for thread in self._threads:
             thread.join(timeout=30)
+        if analyzer is not None:
+            analyzer.close()
 
     def __enter__(self) -> "Sandbox":
         return self

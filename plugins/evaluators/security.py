@@ -1,18 +1,18 @@
-"""security: bandit through its Python API (seed 000's formula).
+"""security: bandit (seed 000's formula), run by the sandbox's analysis workers.
 
-1.0 - 0.3 x high-severity issues - 0.1 x medium-severity issues, clamped to [0, 1].
+1.0 - 0.3 x high-severity issues - 0.1 x medium-severity issues, clamped to [0, 1]. bandit
+ignores `# nosec` (ignore_nosec) and reads the text Python runs (a coding declaration cannot
+hide the program from it). A program bandit cannot scan (it crashed, or skipped the file)
+gets 0.0, the worst score, never the best; see coral_core/sandbox/analysis.py.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import tempfile
-import threading
-import warnings
-
 from coral_core.hookspecs import hookimpl
+from coral_core.sandbox import analyzer_for
 from coral_core.types import Candidate, Evaluation
+
+WORST = 0.0
 
 
 def security_score(high: int, medium: int) -> float:
@@ -23,37 +23,15 @@ class SecurityEvaluator:
     name = "security"
     objectives = ("security",)
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._config = None
-        self._scratch = tempfile.TemporaryDirectory(prefix="coral-security-")  # removed with us
-        self._dir = self._scratch.name
-
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
-        for name in ("bandit", "stevedore"):  # optional report formatters it cannot load
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        with warnings.catch_warnings():  # stevedore's deprecation notices, not ours
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from bandit.core import config, manager
-
-        path = os.path.join(self._dir, f"{candidate.task.id}.py")
-        with self._lock:
-            if self._config is None:
-                self._config = config.BanditConfig()
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(candidate.code)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                bandit = manager.BanditManager(self._config, "file", quiet=True)
-            bandit.discover_files([path])
-            bandit.run_tests()
-            issues = bandit.get_issue_list()
-        high = sum(1 for issue in issues if issue.severity == "HIGH")
-        medium = sum(1 for issue in issues if issue.severity == "MEDIUM")
-        tests = sorted({issue.test_id for issue in issues})
+        reply = analyzer_for(context).ask("bandit", candidate.code)
+        if "error" in reply:
+            return Evaluation({"security": WORST}, {"high": None, "medium": None, "low": None,
+                                                    "tests": [], "error": reply["error"]})
+        high, medium = reply["high"], reply["medium"]
         return Evaluation({"security": security_score(high, medium)},
-                          {"high": high, "medium": medium, "low": len(issues) - high - medium,
-                           "tests": tests})
+                          {"high": high, "medium": medium, "low": reply["low"],
+                           "tests": reply["tests"]})
 
 
 @hookimpl

@@ -1,28 +1,27 @@
-"""syntax: 0.9 when the code parses and defines the task's entry point, else 0.0 (seed 000)."""
+"""syntax: 0.9 when the code parses and defines the task's entry point, else 0.0 (seed 000).
+
+The code is parsed by the sandbox's analysis workers, never in this process: a deep
+expression that makes the parser raise or crash costs a worker and scores 0.0.
+"""
 
 from __future__ import annotations
 
-import ast
-
 from coral_core.hookspecs import hookimpl
+from coral_core.sandbox import analyzer_for
 from coral_core.types import Candidate, Evaluation
 
 VALID = 0.9
 
 
-def syntax_valid(candidate: Candidate) -> bool:
+def syntax_valid(candidate: Candidate, context: object = None) -> bool:
     """Parses, and (where the task names one) defines its entry point at module level."""
-    try:
-        tree = ast.parse(candidate.code)
-    except (SyntaxError, ValueError):
+    reply = analyzer_for(context).ask("parse", candidate.code)
+    if "error" in reply or not reply["parses"]:
         return False
     entry = candidate.task.metadata.get("entry_point")
     if not entry:
-        return bool(tree.body)
-    return any(
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry
-        for node in tree.body
-    )
+        return reply["statements"] > 0
+    return entry in reply["functions"]
 
 
 class SyntaxEvaluator:
@@ -30,7 +29,7 @@ class SyntaxEvaluator:
     objectives = ("syntax",)
 
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
-        return Evaluation({"syntax": VALID if syntax_valid(candidate) else 0.0})
+        return Evaluation({"syntax": VALID if syntax_valid(candidate, context) else 0.0})
 
 
 @hookimpl

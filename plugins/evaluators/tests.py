@@ -26,7 +26,7 @@ class TestsEvaluator:
         elif counts["passed"]:
             score = counts["passed"] / counts["total"]
         else:
-            score = 0.2 if syntax_valid(candidate) else 0.0
+            score = 0.2 if syntax_valid(candidate, context) else 0.0
         details = {
             "tests": counts,
             "outcomes": [{"test": o.name, "status": o.status, "detail": o.detail}

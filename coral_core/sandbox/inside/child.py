@@ -1,5 +1,7 @@
 """The forked child that loads a candidate and runs its steps; it never returns.
 
+It is forked before its job is read, then reads exactly its own job from the job's memfd:
+the worker it was forked from never held any candidate's code, inputs or results.
 Everything in this process is the candidate's to tamper with (modules, builtins, these
 functions): it only ever reports values, and expected values never reach it."""
 
@@ -12,9 +14,12 @@ import signal
 import sys
 import types
 
+from . import keyrings
 from .encoding import Unrepresentable, encode
-from .privileges import clear_keyring, drop_fully
+from .privileges import drop_fully, prefer_as_oom_victim
 from .processes import IS_INIT
+
+FILTER = []  # the seccomp filter the worker prepared (seccomp.Filter), if any
 
 
 def _write_all(fd, data):
@@ -39,11 +44,29 @@ def _apply_limits(limits):
             pass
 
 
-def run_child(job, first, result_fd, scratch):
+def _read_job(fd):
+    """The job's body from its memfd: this child's own job, and nothing else."""
+    size = os.fstat(fd).st_size
+    parts, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+    os.close(fd)
+    return json.loads(b"".join(parts))
+
+
+def run_child(control, first, result_fd, scratch, body_fd):
     """Runs in the forked child; never returns."""
     try:
+        prefer_as_oom_victim()
         drop_fully()
-        clear_keyring()  # after the drop: the user keyring is the real uid's
+        keyrings.clear_user_keyrings()  # after the drop: these keyrings are the real uid's
+        if not FILTER:
+            keyrings.leave_shared_session()  # without the filter, at least not the host's
+        job = _read_job(body_fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if not IS_INIT:  # as PID 1 the worker kills the whole namespace instead
             os.setsid()
@@ -58,7 +81,9 @@ def run_child(job, first, result_fd, scratch):
         os.closerange(result_fd + 1, 65536)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        _apply_limits(job["limits"])
+        _apply_limits(control["limits"])
+        if FILTER and not FILTER[0].install():
+            os._exit(71)
     except BaseException:  # nothing sensible left to do
         os._exit(70)
 

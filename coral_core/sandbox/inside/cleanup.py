@@ -1,4 +1,5 @@
-"""Leaving nothing of a job behind: files, System V IPC objects; reading its captured output."""
+"""Leaving nothing of a job behind: files, System V IPC objects, POSIX message queues;
+sending its captured output back."""
 
 from __future__ import annotations
 
@@ -8,24 +9,23 @@ import stat
 from .privileges import libc
 
 
-def tail(path, job):
-    """The end of a captured stream; the child may have replaced the file by anything (a
-    FIFO would block us forever, a symlink would make us read for it): regular files only."""
-    limit = job["limits"]["output_bytes"]
+def send_tail(path, limit, pad, frames, kind):
+    """Send the end of a captured stream, read into the scratchpad (never into an object
+    that would outlive the job). The child may have replaced the file by anything (a FIFO
+    would block us forever, a symlink would make us read for it): regular files only."""
     try:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            return ""
+            return
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
-        return ""
+        return
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return ""
-        return os.pread(fd, limit, max(0, info.st_size - limit)).decode("utf-8", "replace")
+        if stat.S_ISREG(info.st_mode):
+            frames.send(kind, pad.read_at(fd, limit, max(0, info.st_size - limit)))
     except OSError:
-        return ""
+        return
     finally:
         os.close(fd)
 
@@ -131,3 +131,11 @@ def remove_ipc():
             continue
         for row in rows:
             remove(int(row.split()[1]))
+
+
+def remove_mqueues(root="/dev/mqueue"):
+    """POSIX message queues outlive their processes; bubblewrap mounts the private IPC
+    namespace's queue file system here, so every queue in it is the job's."""
+    if os.path.isdir(root):
+        for name in os.listdir(root):
+            os.unlink(os.path.join(root, name))

@@ -20,8 +20,8 @@ def libc():
         import ctypes
 
         lib = ctypes.CDLL(None, use_errno=True)
-        for name in ("prctl", "syscall", "shmctl", "msgctl", "semctl"):  # resolved once, here
-            getattr(lib, name, None)
+        for name in ("prctl", "syscall", "shmctl", "msgctl", "semctl", "memmove", "memset"):
+            getattr(lib, name, None)  # resolved once, here
         _LIBC.append(lib)
     return _LIBC[0]
 
@@ -47,17 +47,20 @@ def die_with_parent():
         pass
 
 
-def clear_keyring():
-    """The kernel keyring of the sandbox user is shared by all its processes on the host and
-    outlives them: each candidate starts with it empty, so no state passes between them.
-    Called in the child after it dropped every uid: the worker keeps real uid 0, and the
-    user keyring is the real uid's (clearing there would empty root's)."""
-    number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)  # keyctl(2)
-    if number and CHILD_IDS is not None:  # never the keyring of the user who runs Coral
+def prefer_as_oom_victim():
+    """In a forked child, before it drops root for good: when the slot's memory cgroup is
+    full, the kernel kills the candidate's processes before the worker (which cleans up).
+    Its /proc files belong to root (it is not dumpable), hence the brief return to euid 0."""
+    try:
+        if CHILD_IDS is not None:
+            os.setresuid(-1, 0, -1)
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
         try:
-            libc().syscall(number, 7, -4)  # KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING
-        except (ImportError, OSError, AttributeError):
-            pass
+            os.write(fd, b"1000")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def drop_fully():

@@ -30,30 +30,58 @@ def fork(deadline):
             signal.sigtimedwait([signal.SIGCHLD], 0.01)
 
 
-MEMORY_PERIOD = 0.02  # how often the job's total memory is sampled while it runs
+MEMORY_PERIOD = 0.02  # how often the job's memory and files are sampled while it runs
 
 
 _BASELINE = []
 
 
-def _anon_kb(entry):
+def _private_kb(entry):
+    """Anonymous and shared-memory pages the process has resident (shared anonymous
+    mappings and mapped memfds count as RssShmem, not RssAnon)."""
+    total = 0
     try:
         with open("/proc/%s/status" % entry, "rb") as handle:
             for line in handle:
-                if line.startswith(b"RssAnon:"):
-                    return int(line.split()[1])
+                if line.startswith((b"RssAnon:", b"RssShmem:")):
+                    total += int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return total
 
 
 def job_memory(pid):
-    """Anonymous memory of every process of the job (a fork shares the worker's pages at
-    first: those count once), in bytes."""
+    """Anonymous and shared memory of every process of the job (a fork shares the worker's
+    pages at first: those count once), in bytes. Pages shared between the job's processes
+    count once per process: a sample errs on the side of the limit. Where the slot has a
+    memory cgroup this is only the early, readable report; the cgroup is the exact limit."""
     if not _BASELINE:
-        _BASELINE.append(_anon_kb("self"))
+        _BASELINE.append(_private_kb("self"))
     base = _BASELINE[0]
-    return (base + sum(max(0, _anon_kb(entry) - base) for entry in _job_pids())) * 1024
+    return (base + sum(max(0, _private_kb(entry) - base) for entry in _job_pids())) * 1024
+
+
+def files_in_use(roots):
+    """Inodes in use on the sandbox's private tmpfs (bubblewrap 0.8 cannot cap nr_inodes);
+    None where the writable folder is on the host's file system (it counts other users)."""
+    if not IS_INIT or not roots:
+        return None
+    try:
+        info = os.statvfs(roots[0])
+    except OSError:
+        return None
+    return info.f_files - info.f_ffree
+
+
+def over_limits(pid, limits, roots, files_base):
+    """Why the job must stop (memory or files above the limits), or None."""
+    if job_memory(pid) > limits["memory_bytes"]:
+        return "MemoryError: the program's processes took more than its memory limit"
+    if files_base is not None and "files" in limits:
+        used = files_in_use(roots)
+        if used is not None and used - files_base > limits["files"]:
+            return "OSError: the program created more than %d files" % limits["files"]
+    return None
 
 
 def _job_pids():

@@ -11,11 +11,14 @@ builtins, this file's functions). A child only ever reports *values*; expected v
 reach it, and the parent compares. This process relays what a child reports, enforces the
 per-step deadlines, and is the only one that talks to the host.
 
-Host -> worker: one JSON line per job. Worker -> host: one JSON line per job, with every
-step's result. Child -> worker: lines on a private pipe: ``L`` (loaded), ``R<json>`` (a
-recorded value), ``E<step> [detail]`` (step finished), ``X<detail>`` (failed to load).
+Nothing of a candidate ever enters this process's memory, so no child (a fork of it)
+inherits a sibling's code, inputs or results: the job's body goes from the host's pipe to a
+memfd that only the job's children read (wire.py), and what a child sends, like its captured
+output, passes through one buffer that is zeroed after every job (scratchpad.py).
 
-The modules beside this one are the rest of it; all use the standard library only.
+Child -> worker: lines on a private pipe: ``L <cpu> <cost>`` (loaded), ``R<json>`` (a
+recorded value), ``E<step> <cpu> <cost> [detail]`` (step finished), ``X<detail>`` (failed to
+load). Worker -> host: frames (wire.py). The modules beside this one are the rest of it.
 """
 
 from __future__ import annotations
@@ -25,13 +28,12 @@ import json
 import os
 import select
 import signal
-import sys
 import time
 
-from . import cleanup, processes
+from . import child, cleanup, keyrings, processes, seccomp, wire
 from .child import run_child
-from .encoding import MAX_DEPTH
 from .privileges import die_with_parent, drop_privileges, harden
+from .scratchpad import Scratchpad
 
 
 PREIMPORT = (
@@ -42,38 +44,41 @@ PREIMPORT = (
 
 
 WALL_FACTOR = 3.0  # a step may take this many times its timeout in wall-clock time
+DETAIL_BYTES = 1200  # of a child's error message (it sends at most 300 characters)
+LINE_SLACK = 64 << 10  # the scratchpad holds one record line of record_bytes, plus this
+_R, _X, _L, _E = b"RXLE"
 
 
 class Job:
     """Relays one job's children and enforces its deadlines."""
 
-    def __init__(self, job_id, job, scratch, emit, writable=()):
+    def __init__(self, control, body, scratch, frames, pad, writable=(), janitor=False):
         self.writable = writable
-        self.id = job_id
-        self.job = job
+        self.id = control["id"]
+        self.control = control
+        self.body = body
         self.scratch = scratch
-        self.emit = emit
-        self.steps = job["steps"]
-        self.timeouts = job["timeouts"]
-        self.max_record = job["limits"]["record_bytes"]
-        self.load_error = ""
-        self.load_seconds = 0.0
-        self.load_cost = -1
+        self.frames = frames
+        self.pad = pad
+        self.janitor = janitor
+        self.steps = control["steps"]
+        self.timeouts = control["timeouts"]
+        self.limits = control["limits"]
+        self.max_record = self.limits["record_bytes"]
+        self.max_records = self.limits.get("records", 1000)
 
     def run(self):
-        """Run every step (a fresh child after a timeout or crash); report once, at the end."""
+        """Run every step (a fresh child after a timeout or crash), streaming the results."""
         os.makedirs(self.scratch, exist_ok=True)
-        self.results = []
+        self.files_base = processes.files_in_use(self.writable)
         first = 0
         pid = None
-        while first < len(self.steps):
+        while first < self.steps:
             first, pid = self._run_child(first)
-        head = json.dumps({"id": self.id, "done": True, "load_error": self.load_error,
-                           "load_seconds": round(self.load_seconds, 6),
-                           "load_cost": self.load_cost,
-                           "stdout": cleanup.tail(os.path.join(self.scratch, "stdout"), self.job),
-                           "stderr": cleanup.tail(os.path.join(self.scratch, "stderr"), self.job)})
-        self.emit(head[:-1] + ',"steps":[' + ",".join(self.results) + "]}")
+        for name, kind in (("stdout", b"o"), ("stderr", b"e")):
+            cleanup.send_tail(os.path.join(self.scratch, name), self.limits["output_bytes"],
+                              self.pad, self.frames, kind)
+        self.frames.json(b"Z", {"id": self.id})
         # Reaping and cleaning overlap with the host reading the report; the next job is
         # read only afterwards. If this fails the worker exits: the host then retries the
         # next job once on a fresh worker, so only a job that breaks a worker twice fails.
@@ -83,13 +88,17 @@ class Job:
                 cleanup.clean(root)
             if processes.IS_INIT:
                 cleanup.remove_ipc()
+                cleanup.remove_mqueues()
+            if self.janitor:
+                keyrings.janitor()
+            self.pad.wipe()
         except BaseException:
             os._exit(1)
 
     def _run_child(self, first):
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
-        pid = processes.fork(started + self.job["load_timeout"])
+        pid = processes.fork(started + self.control["load_timeout"])
         if pid is None:
             os.close(read_fd)
             os.close(write_fd)
@@ -97,14 +106,14 @@ class Job:
                                    first), None
         if pid == 0:
             os.close(read_fd)
-            run_child(self.job, first, write_fd, self.scratch)
+            run_child(self.control, first, write_fd, self.scratch, self.body)
         os.close(write_fd)
         try:
             following = self._relay(read_fd, pid, first, started)
         finally:
             os.close(read_fd)
             processes.kill_all(pid, wait=False)  # nothing of this child runs on from here
-        if following < len(self.steps):
+        if following < self.steps:
             processes.kill_all(pid)  # the job's next child starts in an empty namespace
         return following, pid
 
@@ -114,24 +123,21 @@ class Job:
         Counting CPU time keeps a busy machine from failing a slow but correct program;
         the wall-clock backstop catches programs that sleep or block.
         """
-        step, loaded, records = first, False, []
+        pad = self.pad
+        pad.start = pad.end = 0
+        step, loaded, count, size = first, False, 0, 0
         step_started = cpu_at_start = 0.0
-        deadline = hard = started + self.job["load_timeout"]
-        buffer = b""
+        deadline = hard = started + self.control["load_timeout"]
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        memory_check = started + processes.MEMORY_PERIOD
+        check = started + processes.MEMORY_PERIOD
         while True:
             now = time.monotonic()
-            if now >= memory_check:
-                if processes.job_memory(pid) > self.job["limits"]["memory_bytes"]:
-                    if not loaded:
-                        return self._fail_load("MemoryError: the program's processes took more "
-                                               "than its memory limit", first)
-                    self._step(step, "error", records, "MemoryError: the program's processes "
-                               "took more than its memory limit", now - step_started)
-                    return step + 1
-                memory_check = now + processes.MEMORY_PERIOD
+            if now >= check:
+                why = processes.over_limits(pid, self.limits, self.writable, self.files_base)
+                if why:
+                    return self._refuse(step, loaded, first, now - step_started, why)
+                check = now + processes.MEMORY_PERIOD
             if now >= deadline:
                 # Wall-clock time the job spent waiting for a CPU does not count: the
                 # backstop is for programs that sleep or block, not for a busy machine.
@@ -141,125 +147,131 @@ class Job:
                         deadline = backstop
                         continue
                     return self._fail_load("TimeoutError: loading took longer than %.3g s"
-                                           % self.job["load_timeout"], first)
+                                           % self.control["load_timeout"], first)
                 limit = self.timeouts[step]
                 used = processes.job_cpu(pid) - cpu_at_start
                 if now >= backstop or used >= limit:
                     why = ("%.3g s of CPU time" % limit if used >= limit
                            else "%.3g s of wall-clock time" % (limit * WALL_FACTOR))
-                    self._step(step, "timeout", records, "timed out after " + why,
-                               now - step_started)
+                    self._step(step, "timeout", now - step_started, detail="timed out after "
+                               + why)
                     return step + 1
                 deadline = min(backstop, now + max(0.005, limit - used))
                 continue
-            if not poller.poll((min(deadline, memory_check) - now) * 1000):
+            if not poller.poll((min(deadline, check) - now) * 1000):
                 continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
+            if pad.full():
+                pad.compact()
+                if pad.full():  # one line longer than the largest record allowed
+                    return self._refuse(step, loaded, first, now - step_started,
+                                        "recorded value too large")
+            if not pad.fill(fd):
                 status = processes.wait_status(pid)
                 if not loaded:
                     return self._fail_load("the program exited while loading (%s)" % status,
                                            first)
-                if step < len(self.steps):
-                    self._step(step, "error", records, "the process exited (%s)" % status,
-                               time.monotonic() - step_started)
+                if step < self.steps:
+                    self._step(step, "error", time.monotonic() - step_started,
+                               detail="the process exited (%s)" % status)
                 return step + 1
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
+            while True:
+                line = pad.next_line()
+                if line is None:
+                    break
+                start, end = line
+                kind = pad.buffer[start]
                 now = time.monotonic()
-                kind, payload = line[:1], line[1:].decode("utf-8", "replace")
-                if kind == b"R" and loaded:
-                    if len(payload) > self.max_record or not _valid_json(payload):
-                        self._step(step, "error", [], "recorded value too large or malformed",
-                                   now - step_started)
+                if kind == _R and loaded:
+                    count, size = count + 1, size + end - start - 1
+                    if size > self.max_record or count > self.max_records:
+                        self._step(step, "error", now - step_started,
+                                   detail="recorded values too large or too many")
                         return step + 1
-                    records.append(payload)
+                    self.frames.send(b"R", pad.view[start + 1:end])
                     continue
-                if kind == b"X" and not loaded:
-                    return self._fail_load(payload, first)
-                parsed = _parse_progress(kind, payload, loaded, step)
+                if kind == _X and not loaded:
+                    return self._fail_load(pad.view[start + 1:min(end, start + DETAIL_BYTES)],
+                                           first)
+                parsed = self._progress(kind, start + 1, end, loaded, step)
                 if parsed is None:
-                    if not loaded:
-                        return self._fail_load("protocol violation while loading", first)
-                    self._step(step, "error", [], "protocol violation", now - step_started)
-                    return step + 1
-                cpu, cost, detail = parsed
-                if kind == b"L":
+                    return self._refuse(step, loaded, first, now - step_started,
+                                        "protocol violation")
+                cpu, cost, rest = parsed
+                if kind == _L:
                     loaded = True
-                    self.load_seconds = now - started
-                    self.load_cost = cost
+                    self.frames.json(b"L", {"seconds": round(now - started, 6), "cost": cost})
                 else:
-                    self._step(step, "error" if detail else "ok", records, detail,
-                               now - step_started, cost, cpu - cpu_at_start)
-                    step, records = step + 1, []
-                    if step >= len(self.steps):
+                    detail = pad.view[rest:min(end, rest + DETAIL_BYTES)] if rest < end else None
+                    self._step(step, "error" if detail else "ok", now - step_started, cost,
+                               cpu - cpu_at_start, detail)
+                    step, count, size = step + 1, 0, 0
+                    if step >= self.steps:
                         return step
                 limit = self.timeouts[step]
                 step_started, cpu_at_start = now, cpu
                 deadline, hard = now + limit, now + limit * WALL_FACTOR
-            if len(buffer) > self.max_record + 64:
-                self._step(step, "error", [], "recorded value too large", 0.0)
-                return step + 1
+            if pad.start == pad.end:
+                pad.start = pad.end = 0
 
-    def _step(self, index, status, records, detail, seconds, cost=-1, cpu=-1.0):
-        """Records are embedded verbatim: each was checked to be one valid JSON value."""
-        self.results.append('{"step":%d,"status":"%s","detail":%s,"seconds":%.6f,"cost":%d,'
-                            '"cpu":%.6f,"records":[%s]}'
-                            % (index, status, json.dumps(detail[:300]), seconds, cost, cpu,
-                               ",".join(records)))
+    def _progress(self, kind, start, end, loaded, step):
+        """`L <cpu> <cost>` before loading, `E<step> <cpu> <cost> [detail]` after: (cpu,
+        cost, where the detail starts) or None. `cost` is the line count, -1 if none."""
+        if kind == _L and not loaded:
+            spans = self._tokens(start, end, 2)
+        elif kind == _E and loaded:
+            spans = self._tokens(start, end, 3)
+            if spans is not None:
+                if self.pad.number(*spans[0][0]) != step:
+                    return None
+                spans = (spans[0][1:], spans[1])
+        else:
+            return None
+        if spans is None:
+            return None
+        (cpu_span, cost_span), rest = spans
+        cpu, cost = self.pad.number(*cpu_span), self.pad.number(*cost_span)
+        if cpu is None or type(cost) is not int:
+            return None
+        return float(cpu), max(-1, min(cost, 2 ** 62)), rest
+
+    def _tokens(self, start, end, count):
+        """([start, end) of the first `count` space-separated tokens], where the rest starts)."""
+        buffer, spans, position = self.pad.buffer, [], start
+        for _ in range(count):
+            while position < end and buffer[position] == 32:
+                position += 1
+            stop = buffer.find(b" ", position, end)
+            stop = end if stop < 0 else stop
+            if stop == position:
+                return None
+            spans.append((position, stop))
+            position = stop
+        return spans, min(end, position + 1)
+
+    def _refuse(self, step, loaded, first, seconds, why):
+        if not loaded:
+            return self._fail_load(why if why.startswith(("MemoryError", "OSError"))
+                                   else why + " while loading", first)
+        self._step(step, "error", seconds, detail=why)
+        return step + 1
+
+    def _step(self, index, status, seconds, cost=-1, cpu=-1.0, detail=None):
+        if detail is not None:
+            self.frames.send(b"D", detail.encode() if isinstance(detail, str) else detail)
+        self.frames.json(b"S", {"step": index, "status": status, "seconds": round(seconds, 6),
+                                "cost": cost, "cpu": round(cpu, 6)})
 
     def _fail_load(self, detail, first):
-        self.load_error = detail[:300]
-        for index in range(first, len(self.steps)):
-            self._step(index, "error", [], "the program did not load: " + detail, 0.0)
-        return len(self.steps)
-
-
-def _parse_progress(kind, payload, loaded, step):
-    """`L <cpu> <cost>` before loading, `E<step> <cpu> <cost> [detail]` after: (cpu, cost,
-    detail) or None. `cost` is the line count, -1 where none was counted."""
-    if kind == b"L" and not loaded:
-        cpu_text, _, cost_text = payload.strip().partition(" ")
-        detail = ""
-    elif kind == b"E" and loaded:
-        head, _, rest = payload.partition(" ")
-        if head != str(step):
-            return None
-        cpu_text, _, rest = rest.partition(" ")
-        cost_text, _, detail = rest.partition(" ")
-    else:
-        return None
-    try:
-        cpu, cost = float(cpu_text), int(cost_text)
-    except ValueError:
-        return None
-    return cpu, max(-1, min(cost, 2 ** 62)), detail
-
-
-def _valid_json(payload):
-    """Parseable, and shallow enough that the host can parse the line it is embedded in."""
-    try:
-        value = json.loads(payload)
-    except (ValueError, RecursionError):
-        return False
-    if len(payload) < 2 * MAX_DEPTH:  # too short to nest that deep
-        return True
-    stack = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH + 2:
-            return False
-        if isinstance(node, list):
-            stack.extend((item, depth + 1) for item in node)
-        elif isinstance(node, dict):
-            stack.extend((item, depth + 1) for item in node.values())
-    return True
+        self.frames.send(b"D", detail.encode() if isinstance(detail, str) else detail)
+        self.frames.json(b"F", {"first": first})
+        return self.steps
 
 
 def main(argv):
-    """argv: scratch root, then the uid and gid children run as when started as root."""
+    """argv: the scratch root, then JSON options: `ids` ([uid, gid] the children run as,
+    when started as root), `filter` (install the seccomp filter), `memory_cgroup`."""
     scratch_root = argv[1]
+    options = json.loads(argv[2]) if len(argv) > 2 else {}
     writable = [scratch_root]
     if processes.IS_INIT and os.path.isdir("/dev/shm"):
         writable.append("/dev/shm")
@@ -269,21 +281,31 @@ def main(argv):
             __import__(name)
         except ImportError:
             pass
-    if len(argv) > 3 and os.geteuid() == 0:
-        drop_privileges(int(argv[2]), int(argv[3]))
+    ids = options.get("ids")
+    if ids and os.geteuid() == 0:
+        drop_privileges(*ids)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler would let children signal PID 1
     die_with_parent()  # changing uids cleared bubblewrap's --die-with-parent
+    if options.get("filter", True):
+        prepared = seccomp.prepare(allow_memfd=bool(options.get("memory_cgroup")))
+        if prepared is not None:
+            child.FILTER.append(prepared)
+    keyrings.janitor()  # whatever an earlier run left in the sandbox user's keyrings
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # consumed by sigtimedwait
+    pad = Scratchpad(LINE_SLACK + (1 << 20))
+    frames = wire.Frames(1)
     gc.freeze()  # children inherit these objects: the collector must not touch (and copy) them
-    out = sys.stdout.buffer
-
-    def emit(message):
-        line = message if isinstance(message, str) else json.dumps(message)
-        out.write(line.encode("utf-8", "replace") + b"\n")
-        out.flush()
-
-    emit({"ready": True, "pid": os.getpid(), "uid": os.getuid()})
-    for raw in sys.stdin.buffer:
-        request = json.loads(raw)
-        scratch = os.path.join(scratch_root, "job")
-        Job(request["id"], request["job"], scratch, emit, writable).run()
+    frames.json(b"H", {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
+                       "filter": bool(child.FILTER)})
+    scratch = os.path.join(scratch_root, "job")
+    while True:
+        request = wire.next_request(0)
+        if request is None:
+            return
+        control, size = request
+        pad.ensure(control["limits"]["record_bytes"] + LINE_SLACK)
+        body = wire.body_file(0, size, pad)
+        try:
+            Job(control, body, scratch, frames, pad, writable, janitor=not child.FILTER).run()
+        finally:
+            os.close(body)

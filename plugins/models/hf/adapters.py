@@ -28,9 +28,12 @@ from .adapter_cache import (
     model_identity,
 )
 from .loading import (
-    ModelSource, load_model, load_tokenizer, resolve_device, resolve_dtype, resolve_source,
+    ModelSource, chat_template_file, load_model, load_tokenizer, resolve_device, resolve_dtype,
+    resolve_source,
 )
-from .prompts import check_supported, render_answer, render_prompt, wants_chat_template
+from .prompts import (
+    chat_template_of, check_supported, render_answer, render_prompt, wants_chat_template,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +163,14 @@ def _train(
     tokenizer = load_tokenizer(source)
     tokenizer.padding_side = "right"
     chat = wants_chat_template(tokenizer, settings.chat_template)
-    rows = [tokenize_example(tokenizer, example, chat, settings.max_length, f"hf:{source.location}")
-            for example in plan.examples]
+    if chat:  # rendered in a helper process under limits; name the file in errors
+        chat_template_of(tokenizer, chat_template_file(source))
+    try:
+        rows = [tokenize_example(tokenizer, example, chat, settings.max_length,
+                                 f"hf:{source.location}") for example in plan.examples]
+    finally:
+        if chat:
+            chat_template_of(tokenizer).close()
     rows = [row for row in rows if row is not None]
     if not rows:
         raise UserError(f"no training example fits in max_length={settings.max_length} tokens")

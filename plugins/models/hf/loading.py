@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import pickle  # nosec B403 - only to recognise torch's refusal of a pickle, never to load
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -114,7 +116,8 @@ def load_tokenizer(source: ModelSource, *, trust_remote_code: bool = False) -> A
     except UserError:
         raise
     except Exception as error:  # tokenizers, sentencepiece, json...: all mean "unusable"
-        raise UserError(_load_failure("tokenizer", source, error)) from None
+        raise UserError(_load_failure(
+            "tokenizer (tokenizer.json, tokenizer_config.json...)", source, error)) from None
     return tokenizer
 
 
@@ -137,7 +140,16 @@ def load_model(
     except UserError:
         raise
     except Exception as error:  # pickles refused, corrupt files, shape mismatches...
-        raise UserError(_load_failure("weights", source, error)) from None
+        files = sorted(p.name for p in Path(source.location).glob("*")
+                       if p.suffix in (".safetensors", ".bin", ".pt", ".pth")) \
+            if source.local else []
+        what = f"weights ({', '.join(files[:4])})" if files else "weights"
+        if isinstance(error, pickle.UnpicklingError):
+            raise UserError(
+                f"hf model: refused the {what} of '{source.location}': a pickle that holds "
+                "more than tensors (torch's weights_only loader refused it; Coral never "
+                "runs pickled code)") from None
+        raise UserError(_load_failure(what, source, error)) from None
     log.info("loaded %s on %s in %s", source.location, device, dtype)
     return model.eval()
 
@@ -153,11 +165,20 @@ def quiet_transformers() -> Iterator[None]:
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. torch's notes on a refused pickle
+            yield
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def check_config(source: ModelSource) -> None:
+    """config.json of a local model must be a JSON object of sane size (checked first, so
+    that a broken one is named as such rather than as a tokenizer failure)."""
+    if source.local:
+        read_json(Path(source.location) / "config.json")
 
 
 def check_model_files(source: ModelSource, *, device: str, dtype: "torch.dtype",
@@ -170,10 +191,9 @@ def check_model_files(source: ModelSource, *, device: str, dtype: "torch.dtype",
     the memory the device has.
     """
     shapes: dict[str, tuple[int, ...]] = {}
+    check_config(source)
     if source.local:
-        directory = Path(source.location)
-        read_json(directory / "config.json")
-        for path in sorted(directory.glob("*.safetensors")):
+        for path in sorted(Path(source.location).glob("*.safetensors")):
             shapes.update(_safetensors_shapes(path))
     meta = _meta_model(source, dtype, trust_remote_code)
     wrong = [(name, shapes[name], tuple(tensor.shape))

@@ -32,8 +32,8 @@ from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
 
 from .loading import (
-    adapter_base, chat_template_file, clean, load_model, load_tokenizer, resolve_device,
-    resolve_dtype, resolve_source, same_base,
+    adapter_base, chat_template_file, check_config, clean, load_model, load_tokenizer,
+    quiet_transformers, resolve_device, resolve_dtype, resolve_source, same_base,
 )
 from .prompts import (
     TemplateLimits, chat_template_of, check_supported, render_prompt, wants_chat_template,
@@ -108,6 +108,7 @@ class HFModel:
         device_option, dtype_option, chat_option, trust = self._options
         self.device = resolve_device(device_option)
         self.dtype = resolve_dtype(dtype_option, self.device)
+        check_config(self.source)
         self.tokenizer = load_tokenizer(self.source, trust_remote_code=trust)
         self.chat = wants_chat_template(self.tokenizer, chat_option)
         if self.chat:  # one rendering now, so that a broken template fails before a run
@@ -141,6 +142,11 @@ class HFModel:
         self._peft.set_adapter(name)
         yield self._peft
 
+    def prepare_adapter(self, adapter: str) -> None:
+        """Check and load `adapter` now (a run's configured adapter, before the run starts):
+        a broken adapter, or one made for another base model, is a UserError here."""
+        self._load_adapter(adapter)
+
     def _load_adapter(self, adapter: str) -> str:
         path = str(Path(adapter).expanduser().resolve())
         if path in self._adapters:
@@ -154,13 +160,14 @@ class HFModel:
         name = "adapter_" + hashlib.sha256(path.encode()).hexdigest()[:12]
         try:
             # low_cpu_mem_usage: build the adapter's tensors empty, since the file fills them
-            if self._peft is None:
-                self._peft = PeftModel.from_pretrained(
-                    self._model, path, adapter_name=name, low_cpu_mem_usage=True
-                )
-                self._peft.eval()
-            else:
-                self._peft.load_adapter(path, adapter_name=name, low_cpu_mem_usage=True)
+            with quiet_transformers():
+                if self._peft is None:
+                    self._peft = PeftModel.from_pretrained(
+                        self._model, path, adapter_name=name, low_cpu_mem_usage=True
+                    )
+                    self._peft.eval()
+                else:
+                    self._peft.load_adapter(path, adapter_name=name, low_cpu_mem_usage=True)
         except Exception as error:  # peft, safetensors, torch: all mean "unusable adapter"
             raise UserError(f"hf model: cannot load adapter {adapter}: "
                             f"{type(error).__name__}: {clean(str(error))}") from None

@@ -11,7 +11,8 @@ field; servers without FIM support refuse or ignore it). One
 Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
 ignore ``n``) are topped up with further requests, so exactly ``n`` come back. Requests
 run on a bounded thread pool, and transient failures (429, 5xx, timeouts, dropped
-connections) are retried with exponential backoff and jitter up to a limit.
+connections, replies over the size cap or of the wrong shape) are retried with exponential
+backoff and jitter up to a limit.
 
 The API key is read from the environment on every request by an httpx auth hook: no
 Coral object holds it, so it cannot reach a record, a repr or a log line.
@@ -404,7 +405,7 @@ class OpenAIModel:
         path = "/chat/completions" if endpoint == "chat" else "/completions"
         body = self._body(request, count, call)
         headers = {CALL_ID_HEADER: uuid.uuid4().hex}
-        client, failures, tried_single = self._http(), 0, False
+        client, failures = self._http(), 0
         where = f"POST {self.options.base_url}{path}"
         while True:
             if abort.is_set():
@@ -413,14 +414,11 @@ class OpenAIModel:
                 self._attempts += 1
             try:
                 return self._attempt(client, path, body, headers, request, endpoint)
-            except _RefusesN as refused:
-                if tried_single:
-                    raise OpenAIRequestError(f"openai: {where} failed: {refused.detail}",
-                                             status=refused.status, attempts=failures + 1)
+            except _RefusesN as refused:  # only asked while n > 1: at most once
                 # llama.cpp refuses n > 1: ask for one sample, the top-up asks for the rest.
                 log.warning("openai: server refused n=%d (%s); retrying with n=1",
                             body["n"], refused.detail)
-                body, tried_single = {**body, "n": 1}, True
+                body = {**body, "n": 1}
                 continue
             except _Failed as failed:
                 if failed.final:
@@ -474,7 +472,7 @@ class OpenAIModel:
                           f"{type(error).__name__}: {self._clean(str(error))}") from None
         if not response.is_success:
             if body["n"] > 1 and _refuses_n(status, text):
-                raise _RefusesN(f"HTTP {status}: {text}", status)
+                raise _RefusesN(f"HTTP {status}: {text}")
             if is_retryable_status(status):
                 raise _Failed(f"http_{status}", f"HTTP {status}: {text}", status=status,
                               retry_after=parse_retry_after(response.headers))
@@ -535,9 +533,9 @@ class _Failed(Exception):
 class _RefusesN(Exception):
     """The server refused n > 1 (llama.cpp)."""
 
-    def __init__(self, detail: str, status: int) -> None:
+    def __init__(self, detail: str) -> None:
         super().__init__(detail)
-        self.detail, self.status = detail, status
+        self.detail = detail
 
 
 def _refuses_n(status: int, text: str) -> bool:

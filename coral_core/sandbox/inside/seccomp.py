@@ -1,0 +1,142 @@
+"""A seccomp filter for the children: kernel objects a candidate could leave behind, and
+user namespaces, are refused before they exist.
+
+What it refuses (EPERM, or ENOSYS for clone3 so that the C library falls back to clone):
+- keyrings (add_key, request_key, keyctl): the kernel keyrings of the sandbox user are
+  shared by every process of that user on the host and outlive them;
+- System V IPC and POSIX message queues: objects that outlive their processes (and, without
+  bubblewrap's IPC namespace, are shared with the whole host);
+- new user namespaces (clone or unshare with CLONE_NEWUSER, unshare and setns altogether,
+  clone3 whose flags a filter cannot read): inside one a candidate is root and could mount
+  a tmpfs whose memory no limit of ours sees. bubblewrap's --disable-userns needs
+  --unshare-user, which would make the sandbox user root outside (see docs/sandbox.md);
+- huge pages (mmap MAP_HUGETLB, memfd_create MFD_HUGETLB), which a memory cgroup does not
+  charge, io_uring (its operations bypass this filter), userfaultfd and bpf;
+- every syscall of another ABI (i386 through int 0x80, x32), whose numbers differ;
+- memfd_create altogether where the slot has no memory cgroup: a memfd's pages belong to no
+  process, so only a cgroup counts them.
+
+Built once in the worker (standard library only: ctypes and struct); installing it in a
+child is one prctl call. Linux on x86_64 and aarch64; elsewhere no filter is installed and
+the worker says so at start-up.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+
+from .privileges import libc
+
+_ARCHES = {  # AUDIT_ARCH_*, and the syscall numbers of that ABI
+    "x86_64": (0xC000003E, {
+        "keys": (248, 249, 250),  # add_key, request_key, keyctl
+        "sysv": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220),
+        "mqueue": (240, 241, 242, 243, 244, 245),
+        "namespaces": (272, 308),  # unshare, setns
+        "other": (425, 426, 427, 323, 321),  # io_uring_*, userfaultfd, bpf
+        "clone": 56, "clone3": 435, "mmap": 9, "memfd_create": 319,
+        "x32": True,
+    }),
+    "aarch64": (0xC00000B7, {
+        "keys": (217, 218, 219),
+        "sysv": tuple(range(186, 198)),
+        "mqueue": tuple(range(180, 186)),
+        "namespaces": (97, 268),
+        "other": (425, 426, 427, 282, 280),
+        "clone": 220, "clone3": 435, "mmap": 222, "memfd_create": 279,
+        "x32": False,
+    }),
+}
+
+CLONE_NEWUSER = 0x10000000
+MAP_HUGETLB = 0x40000
+MFD_HUGETLB = 0x0004
+
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW = 0x7FFF0000
+_NR, _ARCH, _ARG0, _ARG3 = 0, 4, 16, 40  # offsets in struct seccomp_data (low 32 bits)
+
+
+def _stmt(code, k):
+    return struct.pack("HBBI", code, 0, 0, k)
+
+
+def _jump(code, k, true, false):
+    return struct.pack("HBBI", code, true, false, k)
+
+
+def _deny(number):
+    return _stmt(_RET_K, 0x00050000 | number)  # SECCOMP_RET_ERRNO
+
+
+def _flag_check(nr, offset, flag, refusal):
+    """`nr` with `flag` set in the argument at `offset`: refused. Reloads the syscall number."""
+    return [_jump(_JEQ_K, nr, 0, 3), _stmt(_LD_W_ABS, offset), _jump(_JSET_K, flag, 0, 1),
+            refusal, _stmt(_LD_W_ABS, _NR)]
+
+
+def build(machine=None, allow_memfd=True):
+    """The filter program for this machine (bytes of struct sock_filter), or None."""
+    entry = _ARCHES.get(machine or os.uname().machine)
+    if entry is None:
+        return None
+    arch, numbers = entry
+    eperm = _deny(errno.EPERM)
+    program = [_stmt(_LD_W_ABS, _ARCH), _jump(_JEQ_K, arch, 1, 0), eperm, _stmt(_LD_W_ABS, _NR)]
+    if numbers["x32"]:
+        program += [_jump(_JGE_K, 0x40000000, 0, 1), eperm]
+    refused = list(numbers["keys"] + numbers["sysv"] + numbers["mqueue"]
+                   + numbers["namespaces"] + numbers["other"])
+    if not allow_memfd:
+        refused.append(numbers["memfd_create"])
+    for nr in refused:
+        program += [_jump(_JEQ_K, nr, 0, 1), eperm]
+    program += [_jump(_JEQ_K, numbers["clone3"], 0, 1), _deny(errno.ENOSYS)]
+    program += _flag_check(numbers["clone"], _ARG0, CLONE_NEWUSER, eperm)
+    program += _flag_check(numbers["mmap"], _ARG3, MAP_HUGETLB, eperm)
+    program += _flag_check(numbers["memfd_create"], _ARG0 + 8, MFD_HUGETLB, eperm)
+    program.append(_stmt(_RET_K, _ALLOW))
+    return b"".join(program)
+
+
+class Filter:
+    """A built program, ready to install in a forked child with one prctl call."""
+
+    def __init__(self, program):
+        import ctypes
+
+        class _Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        self._code = ctypes.create_string_buffer(program, len(program))
+        self._program = _Program(len(program) // 8, ctypes.addressof(self._code))
+        self._pointer = ctypes.byref(self._program)
+
+    def install(self):
+        """No new privileges (setuid programs), then the filter; True when it is in place."""
+        lib = libc()
+        if lib.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            return False
+        return lib.prctl(22, 2, self._pointer, 0, 0) == 0  # PR_SET_SECCOMP, MODE_FILTER
+
+
+def prepare(allow_memfd=True):
+    """The filter for this machine, checked to install in a throw-away child; None where
+    seccomp filters are not available (the worker then reports it)."""
+    program = build(allow_memfd=allow_memfd)
+    if program is None:
+        return None
+    try:
+        candidate = Filter(program)
+    except (ImportError, OSError, AttributeError):
+        return None
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if candidate.install() else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return candidate if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None

@@ -1,0 +1,122 @@
+"""The worker's side of the host pipes: one request read exactly, length-prefixed frames back.
+
+Host -> worker, per job: a 24-byte head (b"%011d %011d\\n": control and body lengths), the
+control JSON (job id, step count, timeouts, limits: nothing of the candidate), then the body
+JSON (the candidate's code, the support modules, the steps and their inputs). The worker
+reads the head and the control with exact, unbuffered reads, and moves the body into a
+memfd with splice(2): the body never enters the worker's memory, and nothing after it (the
+next job, which the host may already have written) is ever read ahead. Each child of the job
+reads the memfd: exactly its own job, and nothing else.
+
+Worker -> host: frames of one kind byte, a 4-byte big-endian length and the payload:
+  H hello (JSON)      R a recorded value (the child's JSON text, forwarded as it came)
+  D detail (text) for the next S, F     S a step ended (JSON: step, status, seconds, ...)
+  L loaded (JSON)     F loading failed: every step from `first` is an error (JSON)
+  o / e the tails of stdout / stderr    Z the job is done (JSON: id)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+HEAD = 24
+MAX_CONTROL = 1 << 20
+
+
+def read_exact(fd, size):
+    """Exactly `size` bytes from `fd` (only heads and control JSON: nothing of a candidate);
+    b"" at a clean end of file before the first byte."""
+    parts, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            if left == size:
+                return b""
+            raise EOFError("the host closed the pipe mid-request")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def next_request(fd):
+    """(control, body length) of the next job, or None when the host has closed the pipe."""
+    head = read_exact(fd, HEAD)
+    if not head:
+        return None
+    sizes = head.split()
+    control_size, body_size = int(sizes[0]), int(sizes[1])
+    if not 0 < control_size <= MAX_CONTROL or body_size < 0:
+        raise ValueError("malformed request head")
+    return json.loads(read_exact(fd, control_size)), body_size
+
+
+def body_file(fd, size, pad):
+    """Move the next `size` bytes of `fd` into a new memfd, with splice(2) where the kernel
+    allows it (the bytes never reach this process), else through the scratchpad (wiped)."""
+    memfd = os.memfd_create("coral-job", os.MFD_CLOEXEC)
+    moved = 0
+    try:
+        while moved < size:
+            count = os.splice(fd, memfd, size - moved)
+            if not count:
+                raise EOFError("the host closed the pipe mid-request")
+            moved += count
+    except OSError:
+        if moved:
+            raise
+        _copy_through(fd, memfd, size, pad)
+    return memfd
+
+
+def _copy_through(fd, memfd, size, pad):
+    moved = 0
+    try:
+        while moved < size:
+            pad.start = pad.end = 0
+            count = os.readv(fd, [pad.view[:min(size - moved, pad.size)]])
+            if not count:
+                raise EOFError("the host closed the pipe mid-request")
+            pad.high = max(pad.high, count)
+            _write_all(memfd, pad.view[:count])
+            moved += count
+    finally:
+        pad.wipe()
+
+
+def _write_all(fd, view):
+    while len(view):
+        view = view[os.write(fd, view):]
+
+
+class Frames:
+    """Writes frames to the host (stdout); payloads may be memoryviews of the scratchpad."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def send(self, kind, payload=b""):
+        parts = [struct.pack(">cI", kind, len(payload)), payload]
+        total = sum(len(part) for part in parts)
+        written = 0
+        while written < total:
+            written += os.writev(self.fd, _rest(parts, written))
+
+    def json(self, kind, value):
+        self.send(kind, json.dumps(value, separators=(",", ":")).encode())
+
+    def text(self, kind, text):
+        self.send(kind, text.encode("utf-8", "replace"))
+
+
+def _rest(parts, skip):
+    """The parts after the first `skip` bytes, as memoryviews (no copies)."""
+    rest = []
+    for part in parts:
+        if skip >= len(part):
+            skip -= len(part)
+            continue
+        rest.append(memoryview(part)[skip:])
+        skip = 0
+    return rest

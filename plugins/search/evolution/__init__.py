@@ -1,0 +1,46 @@
+"""evolution: CA-seeded NSGA-II over LoRA/DoRA adapters and sampling knobs.
+
+Modules, one concept each: `ca` (cellular-automaton seeding), `genome` (genes and their
+overrides), `training` (one adapter per heavy-gene set, cached), `selection` (Optuna's
+NSGA-II, the Pareto front and hypervolume), `gates` (threshold schedules), `ledger` (costs),
+`plots` (pareto.png, generations.png), `report` (the text a report prints) and
+`strategy` (the search strategy itself). See docs/evolution.md.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from coral_core.hookspecs import hookimpl
+
+NAME = "evolution"
+
+
+def _factory():
+    # The registry inspects the factory's signature (population, generations, config...),
+    # so register the class itself; importing it pulls in numpy only (Optuna and
+    # matplotlib are imported when a search is built / plotted).
+    from .strategy import EvolutionSearch
+
+    return EvolutionSearch
+
+
+def preset() -> dict:
+    """`coral run --plugin evolution`: QuixBugs' held-out test split, the baseline model,
+    a small population (flags and a config file override any of it)."""
+    from coral_plugins.datasets.quixbugs import PRESET
+
+    config = copy.deepcopy(PRESET)
+    config["run"] = {**config.get("run", {}), "samples": 10}
+    config["search"] = {"strategy": NAME, "options": {"population": 6, "generations": 4}}
+    return config
+
+
+@hookimpl
+def coral_register_search_strategies(register):
+    register(NAME, _factory())
+
+
+@hookimpl
+def coral_register_experiments(register):
+    register(NAME, preset())

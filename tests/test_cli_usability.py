@@ -1,0 +1,168 @@
+"""The CLI fits people's habits: help, version, verbosity, dry runs, quick subsets,
+sampling and model flags, did-you-mean, and one clear line for each mistake."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import pytest
+
+from conftest import coral_env, run_coral
+from plugin_kit import echo_model_distribution
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, data_dir):
+    site = echo_model_distribution(tmp_path_factory.mktemp("usability") / "site")
+    return coral_env(data_dir, PYTHONPATH=str(site), COLUMNS="120")
+
+
+def _error(result) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+# -------------------------------------------------------------- help, version, verbosity
+
+def test_version_and_short_help(env):
+    from coral_core import __version__
+
+    assert run_coral("--version", env=env).stdout.strip() == f"coral {__version__}"
+    for args in (["-h"], ["run", "-h"], ["datasets", "show", "-h"]):
+        result = run_coral(*args, env=env)
+        assert result.returncode == 0 and "Usage: coral" in result.stdout, args
+
+
+@pytest.mark.parametrize("command", [["run"], ["evaluate"], ["report"], ["export"],
+                                     ["plugins", "list"], ["datasets", "list"],
+                                     ["datasets", "show"], ["datasets", "fetch"]])
+def test_help_shows_no_bool_types_no_braces_and_helps_every_option(command, env):
+    text = run_coral(*command, "--help", env=env).stdout
+    assert "<bool>" not in text and "{" not in text.split("Usage:", 1)[1].splitlines()[0]
+    rows = [line.strip("│ *") for line in text.splitlines()
+            if re.match(r"│\s+(\*\s+)?--", line)]
+    assert rows, text
+    for row in rows:  # every option has a help text beside its name (and metavar)
+        assert len(row.split()) >= 2, row
+
+
+def test_defaults_are_shown(env):
+    assert "[default: jsonl]" in run_coral("export", "--help", env=env).stdout
+    text = " ".join(run_coral("run", "--help", env=env).stdout.split())
+    assert "default 0.8" in text and "default 512" in text
+
+
+def test_verbose_turns_on_debug_logging(env):
+    result = run_coral("-v", "plugins", "list", env=env)
+    assert result.returncode == 0 and "coral: debug:" in result.stderr
+
+
+# -------------------------------------------------------------- dry run and run flags
+
+def test_dry_run_prints_the_resolved_configuration_with_every_flag_applied(env, tmp_path):
+    result = run_coral("run", "--plugin", "quixbugs", "--limit", "3", "--temperature", "0.2",
+                       "--top-p", "0.5", "--max-new-tokens", "99", "--seed", "4",
+                       "--fail-fast", "--model", "hf:/nowhere/model", "--model-arg",
+                       "dtype=bfloat16", "--model-arg", "batch_size=4", "--model-arg",
+                       "chat_template=false", "--out", "rel", "--dry-run", env=env,
+                       cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# coral run --dry-run")
+    config = tomllib.loads(result.stdout)
+    assert config["dataset"]["limit"] == 3 and config["run"]["seed"] == 4
+    assert config["run"]["fail_fast"] is True and config["run"]["out"] == str(tmp_path / "rel")
+    assert (config["model"]["temperature"], config["model"]["top_p"],
+            config["model"]["max_new_tokens"]) == (0.2, 0.5, 99)
+    assert config["model"]["options"] == {"dtype": "bfloat16", "batch_size": 4,
+                                          "chat_template": False}
+    assert "# 3 task(s): kheapsort, lcs_length, next_palindrome" in result.stdout
+    assert not (tmp_path / "rel").exists()
+
+
+def test_limit_problems_and_sampling_flags_reach_the_run(env, tmp_path):
+    out = tmp_path / "run"
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--split", "all",
+                       "--problems", "gcd, sieve,wrap", "--limit", "2", "--samples", "1",
+                       "--temperature", "0", "--out", "run", "--json", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [p["problem"] for p in summary["problems"]] == ["gcd", "sieve"]
+    assert summary["problems"][0]["seen_in_training"] is True
+    assert summary["run_dir"] == str(out) and summary["status"] == "finished"
+    assert tomllib.loads((out / "config.toml").read_text())["model"]["temperature"] == 0.0
+    report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
+    assert set(report) == set(summary)  # run --json and report --json have the same keys
+
+
+BAD_FLAGS = {
+    "unknown problem": (["--problems", "sieve,wrapp"],
+                        "unknown QuixBugs problem 'wrapp' (did you mean 'wrap'?)"),
+    "typo in a preset": (["--plugin", "quixbug"], "(did you mean 'quixbugs'?)"),
+    "typo in a model": (["--model", "basline"],
+                        "unknown model 'basline' (did you mean 'baseline'?)"),
+    "split the data set lacks": (["--split", "tst"],
+                                 "command line: unknown split 'tst' (did you mean 'test'?)"),
+    "base url for the baseline": (["--base-url", "http://127.0.0.1:9"],
+                                  "model 'baseline' is not served over HTTP"),
+    "unknown model option": (["--model", "hf:x", "--model-arg", "dtyp=float32"],
+                             "model 'hf' has no option 'dtyp' (did you mean 'dtype'?)"),
+    "badly typed model option": (["--model", "hf:x", "--model-arg", "batch_size=many"],
+                                 "option 'batch_size' takes an integer"),
+    "model option without =": (["--model-arg", "dtype"], "--model-arg needs KEY=VALUE"),
+    "negative limit": (["--limit", "-1"], "--limit must be at least 0"),
+    "top-p out of range": (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FLAGS))
+def test_bad_flags_are_one_line(name, env, tmp_path):
+    args, message = BAD_FLAGS[name]
+    if "--plugin" not in args:
+        args = ["--plugin", "quixbugs", *args]
+    line = _error(run_coral("run", *args, "--dry-run", env=env, cwd=tmp_path))
+    assert message in line, line
+
+
+BAD_FILES = {
+    "split": ('[run]\nseed = 1\n\n[dataset]\nsplit = "valid"\n',
+              "{file} (line 5): unknown split 'valid'"),
+    "negative weight": ('[evaluators.weights]\nbugfix = 0.5\nstyle = -1\n',
+                        "{file} (line 3): 'evaluators.weights.style' must be >= 0"),
+    "key typo": ('[model]\ntemprature = 0.1\n',
+                 "unknown key 'model.temprature' (did you mean 'temperature'?)"),
+    "options of no evaluator": ('[evaluators.options.nosuch]\nx = 1\n',
+                                "[evaluators.options.nosuch]: unknown evaluator 'nosuch'"),
+    "evaluator option typo": ('[evaluators.options.style]\nmax_line_lenght = 79\n',
+                              "evaluator 'style' has no option 'max_line_lenght'"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_bad_files_are_one_line_naming_file_and_line(name, env, tmp_path):
+    text, message = BAD_FILES[name]
+    path = tmp_path / "experiment.toml"
+    path.write_text(text)
+    line = _error(run_coral("run", "--plugin", "quixbugs", "--config", str(path), "--dry-run",
+                            env=env))
+    assert message.format(file=path) in line, line
+
+
+def test_a_disabled_plugin_name_that_matches_nothing_is_warned_about(env):
+    result = run_coral("plugins", "list", env={**env, "CORAL_DISABLE_PLUGINS": "locratoi"})
+    assert result.returncode == 0
+    assert "CORAL_DISABLE_PLUGINS names 'locratoi', which matches no plugin" in result.stderr
+
+
+def test_evaluate_syntax_error_names_the_users_file(env, tmp_path):
+    candidate = tmp_path / "my_attempt.py"
+    candidate.write_text("def gcd(a, b)\n    return 1\n")
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
+                       str(candidate), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    details = [o["detail"] for o in json.loads(result.stdout)["outcomes"]]
+    assert all(f"({candidate}, line 1)" in d for d in details), details
+    assert not any("gcd.py" in d for d in details)

@@ -1,0 +1,62 @@
+"""An evaluator or a lifecycle hook that raises on one candidate or record: the error is
+recorded and counted, and the run goes on; `--fail-fast` stops at the first one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import coral_env, run_coral
+from plugin_kit import echo_model_distribution, flaky_distribution
+
+CONFIG = '[evaluators]\nuse = ["tests", "flaky"]\ngate = ""\nweights = {}\n'
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory, data_dir):
+    root = tmp_path_factory.mktemp("errors")
+    site = echo_model_distribution(root / "site")
+    flaky_distribution(site)
+    config = root / "flaky.toml"
+    config.write_text(CONFIG)
+    env = coral_env(data_dir, PYTHONPATH=str(site))
+    return {"root": root, "env": env, "config": config}
+
+
+def _run(setting, out: str, *extra: str):
+    return run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                     str(setting["config"]), "--samples", "4", "--seed", "0", "--out",
+                     str(setting["root"] / out), *extra, env=setting["env"])
+
+
+def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
+    result = _run(setting, "goes-on", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    export = run_coral("export", str(setting["root"] / "goes-on"), env=setting["env"])
+    rows = [json.loads(line) for line in export.stdout.splitlines()]
+    failed = [r for r in rows if r["verdict"] == "error"]
+    assert failed and len(failed) == summary["errors"] == sum(p["errors"]
+                                                              for p in summary["problems"])
+    for row in failed:
+        assert "# variant 3" in row["candidate"]
+        assert row["error"].endswith("coral_flaky.py:14: ValueError: cannot score variant 3")
+        assert row["objectives"] == {"bugfix": 0.0, "steady": 0.0} and row["fitness"] == 0.0
+    assert all(r["error"] is None for r in rows if r["verdict"] != "error")
+    # the record hook raised for every sample 1 (8 problems): counted, one warning
+    assert summary["hook_errors"] == 8
+    warnings = [line for line in result.stderr.splitlines() if "coral_record_written" in line]
+    assert len(warnings) == 1 and "RuntimeError: the dashboard is down" in warnings[0]
+    assert "scoring sample" in result.stderr and "Traceback" not in result.stderr
+
+    table = run_coral("report", str(setting["root"] / "goes-on"), env=setting["env"])
+    assert "errors" in table.stdout and "8 lifecycle hook calls raised" in table.stdout
+
+
+def test_fail_fast_stops_at_the_first_error_with_one_line(setting):
+    result = _run(setting, "fails-fast", "--fail-fast")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert "stopped by --fail-fast" in lines[-1] and "Traceback" not in result.stderr
+    assert "coral run --resume" in lines[-1]
