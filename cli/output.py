@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from coral_core.result_tables import summary_grid, trials_grid
+from coral_core.search_reports import strategy_report
 
 from coral_core.tables import Grid, fit, markdown, vertical
 
@@ -78,3 +81,16 @@ def note(text: str, style: str = "") -> None:
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
+
+
+def show_results(summary: Mapping[str, Any]) -> None:
+    """What `coral run` and `coral report` print: the best trial's table, the trials, and
+    whatever the search strategy renders of its own summary (a Pareto front...)."""
+    show(summary_grid(summary))
+    if len(summary.get("trials", ())) > 1:
+        show(trials_grid(summary))
+    search = summary.get("search")
+    if isinstance(search, Mapping) and search.get("strategy"):
+        text = strategy_report(str(search["strategy"]), search)
+        if text:
+            note(text)

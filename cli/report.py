@@ -7,9 +7,9 @@ from pathlib import Path
 import typer
 
 from coral_core.reporting import load_report
-from coral_core.result_tables import partial_note, summary_grid, trials_grid
+from coral_core.result_tables import partial_note
 
-from .output import note, print_json, show
+from .output import note, print_json, show_results
 
 
 def report(
@@ -21,8 +21,6 @@ def report(
     if json_output:
         print_json(summary)
         return
-    show(summary_grid(summary))
-    if len(summary.get("trials", ())) > 1:
-        show(trials_grid(summary))
+    show_results(summary)
     if summary.get("partial"):
         note(partial_note(summary), style="yellow")

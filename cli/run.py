@@ -9,11 +9,10 @@ from typing import List, Optional
 import typer
 
 from coral_core import launch
-from coral_core.result_tables import summary_grid, trials_grid
 from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
 from coral_core.runner import Interrupted, check_run, execute, prepare
 
-from .output import note, print_json, show
+from .output import note, print_json, show_results
 from .progress import progress_for
 
 
@@ -70,6 +69,13 @@ def run(
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", metavar="ADDR",
         help="Ray cluster address, for --executor ray (config: execution.ray_address)."),
+    population: Optional[int] = typer.Option(
+        None, "--population", metavar="P",
+        help="Genomes per generation, for the evolution strategy "
+             "(config: search.options.population)."),
+    generations: Optional[int] = typer.Option(
+        None, "--generations", metavar="G",
+        help="Generations, for the evolution strategy (config: search.options.generations)."),
     fail_fast: bool = typer.Option(
         False, "--fail-fast",
         help="Stop at the first evaluator or hook error instead of recording it and going "
@@ -86,7 +92,8 @@ def run(
     flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
                  problems=launch.split_list(problems), limit=limit, temperature=temperature,
                  top_p=top_p, max_new_tokens=max_new_tokens, out=out, executor=executor,
-                 ray_address=ray_address, samples=samples, seed=seed, fail_fast=fail_fast)
+                 ray_address=ray_address, samples=samples, seed=seed, fail_fast=fail_fast,
+                 population=population, generations=generations)
     if resume is not None:
         launch.refuse_with_resume({"plugin": plugin, "config": config, "model_arg": model_arg,
                                    "dry_run": dry_run, **flags})
@@ -129,7 +136,5 @@ def run(
     if json_output:
         print_json(summary)
         return
-    show(summary_grid(summary))
-    if len(summary.get("trials", ())) > 1:
-        show(trials_grid(summary))
+    show_results(summary)
     note(f"run directory: {summary['run_dir']}")

@@ -1,4 +1,12 @@
-"""Finding the program in a model's reply (chat prose, several blocks, odd indentation)."""
+"""Finding the program in a model's reply (chat prose, several blocks, odd indentation).
+
+This runs in the parent, on text a model wrote, so every step is bounded: a parse is tried
+only on text up to MAX_PARSE_CHARS long, all parses of one reply together read at most
+PARSE_BUDGET characters (trimming trailing prose tries at most MAX_TRIMS endings), every
+exception a parse can raise (SyntaxError, but also RecursionError and MemoryError for very
+deep expressions) means "does not parse", and no regular expression here can backtrack
+over more than one line. Extraction never raises on what the reply contains.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +14,44 @@ import ast
 import re
 import textwrap
 
+MAX_PARSE_CHARS = 256 * 1024
+PARSE_BUDGET = 2 * 1024 * 1024
+MAX_TRIMS = 64
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_CODE_START = re.compile(r"^\s*(def |async def |class |import |from \S+ import |@)")
+_CODE_START = re.compile(r"^[ \t]*(def |async def |class |import |from \S+ import |@)")
 
 
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return True
+class _Budget:
+    """Characters left to parse for one reply."""
+
+    def __init__(self, chars: int = PARSE_BUDGET):
+        self.left = chars
+
+    def parses(self, code: str) -> bool:
+        if len(code) > MAX_PARSE_CHARS or len(code) > self.left:
+            return False
+        self.left -= len(code)
+        try:
+            ast.parse(code)
+        except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError, ...
+            return False
+        return True
 
 
 def _defines(code: str, entry: str | None) -> bool:
     if not entry:
         return True
-    return re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\s*\(", code, re.M) is not None
+    pattern = rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\("
+    return re.search(pattern, code, re.M) is not None
 
 
-def _trim_to_parse(code: str) -> str:
+def _trim_to_parse(code: str, budget: _Budget) -> str:
     """Drop trailing lines (prose after the code) until what is left parses."""
     lines = code.rstrip().splitlines()
-    for end in range(len(lines), 0, -1):
+    for end in range(len(lines), max(0, len(lines) - MAX_TRIMS), -1):
         candidate = "\n".join(lines[:end])
-        if _parses(candidate):
+        if budget.parses(candidate):
             return candidate
     return code.strip()
 
@@ -47,16 +69,17 @@ def extract_python(text: str, entry: str | None = None) -> str:
     such block winning (replies often quote the bug first, then the fix); otherwise the
     code from the first definition or import, trimmed of trailing prose.
     """
+    budget = _Budget()
     stripped = text.lstrip("\n")
     if "```" in stripped and not stripped.lstrip().startswith("```"):
         head = stripped.split("```", 1)[0]
-        if _defines(head, entry) and _parses(textwrap.dedent(head)):
+        if _defines(head, entry) and budget.parses(textwrap.dedent(head)):
             return textwrap.dedent(head).strip("\n")
     blocks = [b for b in _blocks(text) if b[0] in ("", "python", "py", "python3")]
     if blocks:
         ranked = sorted(
             enumerate(blocks),
-            key=lambda item: (_defines(item[1][1], entry), _parses(item[1][1]),
+            key=lambda item: (_defines(item[1][1], entry), budget.parses(item[1][1]),
                               item[1][0] != "", item[0]),
         )
         return ranked[-1][1][1]
@@ -64,5 +87,5 @@ def extract_python(text: str, entry: str | None = None) -> str:
     for index, line in enumerate(lines):
         if _CODE_START.match(line):
             code = textwrap.dedent("\n".join(lines[index:]))
-            return _trim_to_parse(code)
+            return _trim_to_parse(code, budget)
     return text.strip()

@@ -16,8 +16,8 @@ from .errors import UserError
 from .factories import experiment_preset, parse_model_spec
 from .options import parse_assignments
 
-# flag -> (section, key)
-PLACES = {
+# flag -> (section, key), or (section, "options", option) for a strategy's option
+PLACES: dict[str, tuple[str, ...]] = {
     "model": ("model", "spec"), "base_url": ("model", "base_url"),
     "data_dir": ("dataset", "data_dir"), "split": ("dataset", "split"),
     "problems": ("dataset", "problems"), "limit": ("dataset", "limit"),
@@ -26,6 +26,8 @@ PLACES = {
     "out": ("run", "out"), "executor": ("execution", "executor"),
     "ray_address": ("execution", "ray_address"), "samples": ("run", "samples"),
     "seed": ("run", "seed"), "fail_fast": ("run", "fail_fast"),
+    "population": ("search", "options", "population"),
+    "generations": ("search", "options", "generations"),
 }
 # Flags that may relocate a resumed run: they change where things are, not what is computed.
 RELOCATING = ("data_dir", "base_url")
@@ -44,21 +46,26 @@ def split_list(text: str | None) -> list[str] | None:
 
 def flag_layer(**flags: Any) -> configuration.Layer:
     """Command-line flags as a configuration layer (only the ones given)."""
-    for name, least in (("samples", 1), ("seed", 0), ("limit", 0), ("max_new_tokens", 1)):
+    for name, least in (("samples", 1), ("seed", 0), ("limit", 0), ("max_new_tokens", 1),
+                        ("population", 2), ("generations", 1)):
         if flags.get(name) is not None and flags[name] < least:
             raise UserError(f"{flag_name(name)} must be at least {least}, got {flags[name]}")
     layer: dict[str, dict[str, Any]] = {}
     for flag, value in flags.items():
         if value is None or (flag == "fail_fast" and value is False):
             continue
-        section, key = PLACES[flag]
-        layer.setdefault(section, {})[key] = str(value) if isinstance(value, Path) else value
+        section, key, *option = PLACES[flag]
+        value = str(value) if isinstance(value, Path) else value
+        if option:
+            layer.setdefault(section, {}).setdefault(key, {})[option[0]] = value
+        else:
+            layer.setdefault(section, {})[key] = value
     try:
         return configuration.validate(layer, "command line")
     except UserError as error:  # name the flag rather than the key it sets
         text = str(error)
-        for flag, (section, key) in PLACES.items():
-            text = text.replace(f"'{section}.{key}'", flag_name(flag))
+        for flag, path in PLACES.items():
+            text = text.replace(f"'{'.'.join(path)}'", flag_name(flag))
         raise UserError(text) from None
 
 

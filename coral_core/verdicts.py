@@ -1,8 +1,15 @@
-"""Judging a step: the candidate's recorded values against expectations held by the parent."""
+"""Judging a step: the candidate's recorded values against expectations held by the parent.
+
+The values are plain builtins (coral_core/sandbox/decode.py), bounded in size and depth, but
+their contents are the candidate's choice: no comparison here may raise (a returned 10**400
+cannot be converted to a float), and what is shown of a value is cut short before it is
+built, so a detail is always a short plain string.
+"""
 
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,26 +26,53 @@ class Outcome:
     detail: str = ""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxlong, _REPR.maxother = 4, 80, 60, 60
+for _name in ("maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdict"):
+    setattr(_REPR, _name, 8)
+
+
 def _short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    """At most `limit` characters of repr(value), without building the whole repr."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # RecursionError, ValueError (int digits), ...
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _close(actual: Any, expected: float, tolerance: float) -> bool:
+    """|actual - expected| <= tolerance for an int or float; False, never an error, for
+    anything else (an int too large for a float, inf, nan)."""
+    if type(actual) not in (int, float):
+        return False
+    try:
+        number = float(actual)
+        return math.isfinite(number) and abs(number - expected) <= tolerance
+    except (OverflowError, ValueError, TypeError):
+        return False
+
+
 def _holds(expect: Expect, values: tuple[Any, ...]) -> bool:
+    try:
+        return _check(expect, values)
+    except (ArithmeticError, RecursionError, TypeError, ValueError, MemoryError):
+        return False
+
+
+def _check(expect: Expect, values: tuple[Any, ...]) -> bool:
     actual = values[0]
     if expect.kind == "eq":
         return bool(actual == expect.value)
     if expect.kind == "approx":
-        if type(actual) not in (int, float) or isinstance(actual, bool):
-            return False
-        return math.isfinite(actual) and abs(actual - expect.value) <= expect.tolerance
+        return _close(actual, expect.value, expect.tolerance)
     if expect.kind == "truthy":
         return bool(actual)
     if expect.kind == "falsy":
         return not actual
     if expect.kind == "same":
         return bool(values[0] == values[1])
-    raise ValueError(f"unknown expectation kind {expect.kind!r}")
+    raise LookupError(f"unknown expectation kind {expect.kind!r}")
 
 
 def _explain(expect: Expect, values: tuple[Any, ...]) -> str:

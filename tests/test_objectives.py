@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -100,35 +100,24 @@ def test_passing_every_test_does_not_count_as_solved_through_the_gate(scorer, gc
     assert scored.passed is False
 
 
-class _HandOver:
-    """A real lock that, on its first release, lets another thread run a whole check
-    before the releasing thread goes on: the interleaving that a busy machine makes."""
-
-    def __init__(self, other):
-        self._lock, self._other, self._done = threading.Lock(), other, False
-
-    def __enter__(self):
-        self._lock.acquire()
-
-    def __exit__(self, *exc):
-        self._lock.release()
-        if not self._done:
-            self._done = True
-            thread = threading.Thread(target=self._other)
-            thread.start()
-            thread.join()
-
-
-def test_style_count_is_read_before_another_check_can_run(gcd):
-    """flake8's counts are shared: each check must read its own under the lock."""
-    style = StyleEvaluator()
+def test_concurrent_style_checks_each_get_their_own_counts(gcd):
+    """flake8's counts accumulate inside an analysis worker: checks running at the same
+    time, on the same workers, must each get their own."""
     clean = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
     dirty = "import os\ndef gcd(a,b):\n  return a if b==0 else gcd(b,a%b)\n"
-    others = []
-    style._lock = _HandOver(lambda: others.append(style.evaluate(Candidate(gcd, dirty), None)))
-    scored = style.evaluate(Candidate(gcd, clean), None)
-    assert others and others[0].objectives["style"] < 0.8
-    assert scored.objectives["style"] == 0.97 and scored.details["violations"] == 0
+    with Sandbox(SandboxPolicy(), workers=2) as sandbox:
+        context = ExecutionContext(sandbox)
+        style = StyleEvaluator()
+        codes = [(clean if i % 2 else dirty) + f"# {i}\n" for i in range(16)]
+        with ThreadPoolExecutor(4) as pool:
+            scored = list(pool.map(lambda code: style.evaluate(Candidate(gcd, code), context),
+                                   codes))
+    for i, evaluation in enumerate(scored):
+        if i % 2:
+            assert evaluation.objectives["style"] == 0.97, evaluation.details
+        else:
+            assert evaluation.objectives["style"] < 0.8
+            assert {"F401", "E111"} <= set(evaluation.details["codes"])
 
 
 def test_identical_candidates_are_evaluated_once(scorer, gcd):

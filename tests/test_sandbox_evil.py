@@ -91,7 +91,19 @@ ANSWERS = {127: 7, 128: 1, 3005: 9, 13: 3, 14: 3, 27: 4, 834: 4, 254: 7, 256: 1}
 
 POLICY = SandboxPolicy(timeout=0.5, load_timeout=1.0, memory_mb=256)
 HAVE_BWRAP = bwrap_available()[0]
-needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap is not usable here")
+# CI sets CORAL_REQUIRE_BWRAP=1: there, a machine where bubblewrap cannot isolate fails the
+# suite instead of skipping the kinds that need it.
+REQUIRE_BWRAP = os.environ.get("CORAL_REQUIRE_BWRAP") == "1"
+needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP and not REQUIRE_BWRAP,
+                                 reason="bubblewrap is not usable here")
+
+
+def _without_bwrap() -> None:
+    """Skip, or fail where CORAL_REQUIRE_BWRAP=1, when bubblewrap cannot isolate."""
+    why = "bubblewrap is not usable here: " + bwrap_available()[1]
+    if REQUIRE_BWRAP:
+        pytest.fail(why + " (CORAL_REQUIRE_BWRAP=1)")
+    pytest.skip(why)
 
 
 # ------------------------------------------------------------------ the host's view
@@ -400,7 +412,7 @@ def _warm(sandbox: Sandbox, world: World) -> Sandbox:
 @pytest.fixture(scope="module")
 def sandbox(secrets_in_env, world: World):
     if not HAVE_BWRAP:
-        pytest.skip("bubblewrap is not usable here: " + bwrap_available()[1])
+        _without_bwrap()
     box = Sandbox(replace(POLICY, isolation="bwrap"), workers=1)
     try:
         yield _warm(box, world)
@@ -471,7 +483,10 @@ def _assert_next_is_normal(name: str, sandbox: Sandbox, world: World) -> None:
 
 
 def score(sandbox: Sandbox, world: World, name: str, code: str,
-          cases: int | None = None) -> tuple[ExecutionSpec, ExecutionResult, list[Outcome]]:
+          cases: int | None = None, after: str | None = None,
+          ) -> tuple[ExecutionSpec, ExecutionResult, list[Outcome]]:
+    """Score `code`; with `after`, that program is submitted right behind it, so that its
+    job waits in the worker's pipe while `code` runs (and must then pass on its own)."""
     spec = world.task.execution
     assert spec is not None
     if cases is not None:
@@ -479,7 +494,17 @@ def score(sandbox: Sandbox, world: World, name: str, code: str,
     job = Job.build(spec, render(code, world), sandbox.policy)
     budget = sandbox.policy.load_timeout + 3 * sum(job.payload["timeouts"]) + 30
     try:
-        result = sandbox.submit(job).result(timeout=budget)
+        future = sandbox.submit(job)
+        if after is not None:
+            full = world.task.execution
+            behind = sandbox.submit(Job.build(full, render(after, world), sandbox.policy))
+        result = future.result(timeout=budget)
+        if after is not None:
+            neighbour = behind.result(timeout=budget)
+            bad = [judge_case(c, s).status for c, s in zip(full.cases, neighbour.steps)]
+            assert set(bad) == {"pass"}, (
+                f"[{name}] the correct program queued behind it did not pass: {bad} "
+                f"{neighbour.load_error!r}")
     except concurrent.futures.TimeoutError:
         pytest.fail(f"[{name}] the sandbox never answered ({budget:.0f} s): the candidate hung "
                     f"the scoring of everything queued behind it")
@@ -510,12 +535,17 @@ def attack(sandbox: Sandbox, world: World, kind: "Kind", bwrap: bool = True) -> 
 def _attack(sandbox: Sandbox, world: World, kind: "Kind", bwrap: bool,
             workers_before: set[int]) -> ExecutionResult:
     sampler = Sampler(memory=kind.memory) if kind.sample else None
+    if kind.before is not None:  # a sibling in the same slot, just before
+        _, first, _ = score(sandbox, world, kind.name + " (sibling before)", kind.before)
+        assert all(s.status == "ok" for s in first.steps), first
     started = time.monotonic()
     if sampler:
         with sampler:
-            spec, result, outcomes = score(sandbox, world, kind.name, kind.code, kind.cases)
+            spec, result, outcomes = score(sandbox, world, kind.name, kind.code, kind.cases,
+                                           kind.after)
     else:
-        spec, result, outcomes = score(sandbox, world, kind.name, kind.code, kind.cases)
+        spec, result, outcomes = score(sandbox, world, kind.name, kind.code, kind.cases,
+                                       kind.after)
     elapsed = time.monotonic() - started
 
     passed = [f"{o.name} ({o.detail or 'pass'})" for o in outcomes if o.status == "pass"]
@@ -566,6 +596,8 @@ class Kind:
     sample: bool = False
     memory: bool = False
     may_kill_worker: bool = False
+    before: str | None = None  # a program run just before, in the same slot
+    after: str | None = None  # a program submitted right behind, waiting in the pipe
 
 
 # ------------------------------------------------------------------ kind-specific checks
@@ -1614,6 +1646,368 @@ def bitcount(n):
     return -1
 '''
 
+# ------------------------------------------------------------------ round two (issue 7)
+# Written from the outside, as an attacker of EvalPlus-style harnesses would: steal a
+# sibling's code or results, stall or crash the parent, hold memory the limit does not see,
+# leave kernel objects behind.
+
+SIBLING = r'''
+# A correct sibling, run in the same slot just before (or queued just behind) a thief. Its
+# code sits between markers a thief searches for, away from the start of any allocation;
+# it prints its answers in the data files' own format, which a thief also searches for.
+# ................................................................................
+# coral-sibling-@RUN@
+def bitcount(n):
+    count = 0
+    while n:
+        n &= n - 1
+        count += 1
+    return count
+# end-sibling-@RUN@
+print(" ".join("[[%d], %d]" % (n, bitcount(n))
+               for n in (127, 128, 3005, 13, 14, 27, 834, 254, 256)))
+'''
+
+THIEF = PRELUDE + r'''
+import gc as _gc
+import stat as _stat
+import time as _time
+
+_MARK = ("coral-sib" + "ling-@RUN@").encode()  # never whole in this source
+_END = ("end-sib" + "ling-@RUN@").encode()
+_FOUND = []
+
+
+def _harvest(data, where):
+    """A sibling's code between its markers (raw, or escaped inside JSON), or answers in
+    the `[[n], v]` format; each find is kept (and the code compiled) for bitcount."""
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    start = data.find(_MARK)
+    while start >= 0:
+        end = data.find(_END, start, start + 8192)
+        if end > 0:
+            text = data[start:end].replace(b"\\n", b"\n").replace(b'\\"', b'"')
+            solvers = len(_SOLVERS)
+            _learn(b"# " + text, where)
+            if len(_SOLVERS) > solvers:
+                _FOUND.append("code in " + where)
+        start = data.find(_MARK, start + 1)
+    answers = len(_ANSWERS)
+    for match in _PAIR.finditer(data.decode("latin-1")):
+        _ANSWERS[int(match.group(1))] = int(match.group(2))
+    if len(_ANSWERS) > answers:
+        _FOUND.append("answers in " + where)
+
+
+def _memory(pid="self"):
+    """Every readable mapping of a process (its own: inherited from the worker by fork)."""
+    try:
+        with open("/proc/%s/maps" % pid) as maps:
+            regions = [line.split() for line in maps]
+        mem = _os.open("/proc/%s/mem" % pid, _os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        for fields in regions:
+            if not fields[1].startswith("r") or fields[-1] in ("[vvar]", "[vsyscall]"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            if end - start > 256 << 20:
+                continue
+            try:
+                data = _os.pread(mem, end - start, start)
+            except OSError:
+                continue
+            _harvest(data, "memory of %s %s" % (pid, fields[-1]))
+    finally:
+        _os.close(mem)
+
+
+def _objects():
+    """Every string the interpreter holds in a container (a read-ahead buffer, a payload)."""
+    for thing in _gc.get_objects():
+        items = (thing.values() if isinstance(thing, dict)
+                 else thing if isinstance(thing, (list, tuple)) else ())
+        for item in items:
+            if isinstance(item, (str, bytes, bytearray)) and len(item) > 20:
+                _harvest(bytes(item) if not isinstance(item, str) else item, "an object")
+
+
+def _descriptors():
+    """Every inherited descriptor (the worker's pipe from the host holds the next job), and
+    the worker's through /proc."""
+    for fd in range(0, 1024):
+        try:
+            info = _os.fstat(fd)
+        except OSError:
+            continue
+        try:
+            if _stat.S_ISREG(info.st_mode):
+                _harvest(_os.pread(fd, 1 << 20, 0), "fd %d" % fd)
+            else:
+                _os.set_blocking(fd, False)
+                _harvest(_os.read(fd, 1 << 20), "fd %d" % fd)
+        except OSError:
+            pass
+    for pid in [p for p in _os.listdir("/proc") if p.isdigit()]:
+        if pid == str(_os.getpid()):
+            continue
+        _memory(pid)
+        for name in ("environ", "cmdline"):
+            _read("/proc/%s/%s" % (pid, name))
+        try:
+            fds = _os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                handle = _os.open("/proc/%s/fd/%s" % (pid, fd), _os.O_RDONLY | _os.O_NONBLOCK)
+                try:
+                    _harvest(_os.read(handle, 1 << 20), "fd %s of %s" % (fd, pid))
+                finally:
+                    _os.close(handle)
+            except OSError:
+                pass
+
+
+def _disk():
+    for top in (".", "/tmp", "/dev/shm", "/var/tmp", "/dev/mqueue"):
+        for root, _dirs, files in _os.walk(top):
+            for name in files:
+                data = _read(_os.path.join(root, name))
+                if data:
+                    _harvest(data, "file " + _os.path.join(root, name))
+
+
+_STOLEN = []
+
+
+def bitcount(n):
+    if not _STOLEN:  # once, in the first call: the job behind us is in the pipe by now
+        _STOLEN.append(True)
+        _time.sleep(0.3)
+        for search in (_memory, _objects, _descriptors, _disk):
+            try:
+                search()
+            except Exception as error:
+                print("search failed:", search.__name__, error)
+        print("THIEF-FOUND:", sorted(set(_FOUND)))
+        _report()
+    return _answer(n)
+'''
+
+
+def _nothing_stolen(seen: Seen) -> None:
+    lines = [line for line in seen.result.stdout.splitlines() if "THIEF-FOUND" in line]
+    assert lines, f"[{seen.name}] the thief never reported: {seen.result.stdout[-500:]!r}"
+    assert lines[-1].endswith("[]"), f"[{seen.name}] a sibling's data was found: {lines[-1]}"
+
+
+HASH_FLOOD = _RESULT_FDS + r'''
+import sys
+
+_M = (1 << 61) - 1  # hash(k * _M) == 0 for every k: 30000 distinct ints, one hash
+
+
+def bitcount(n):
+    index = sys._getframe(1).f_locals.get("index", 0)
+    flood = ",".join(str(k * _M) for k in range(1, 30001))
+    if index % 3 == 0:
+        _send(b'R{"s":[' + flood.encode() + b"]}\n")
+    elif index % 3 == 1:
+        _send(b'R{"d":[' + ",".join("[%d,0]" % (k * _M) for k in range(1, 30001)).encode()
+              + b"]}\n")
+    else:  # tuples of colliding ints collide too
+        _send(b'R{"fs":[' + ",".join('{"t":[%d]}' % (k * _M) for k in range(1, 30001)).encode()
+              + b"]}\n")
+    _send(b"E%d 0.0 -1\n" % index)
+    import os
+    os._exit(0)
+'''
+
+RECORD_FLOOD = _RESULT_FDS + r'''
+import sys
+
+
+def bitcount(n):
+    index = sys._getframe(1).f_locals.get("index", 0)
+    big = b"R" + b"[" + b"1," * ((1 << 19) - 8) + b"1]\n"  # one record of almost 1 MiB
+    if index % 2:
+        for _ in range(200):  # 200 MiB of records for one step
+            _send(big)
+    else:
+        _send(b"R7\n" * 500000)  # half a million tiny records
+    _send(b"E%d 0.0 -1\n" % index)
+    return -1
+'''
+
+DEEP_RECORD = _RESULT_FDS + r'''
+import sys
+
+
+def bitcount(n):
+    index = sys._getframe(1).f_locals.get("index", 0)
+    _send(b"R" + b'{"t":[' * 60000 + b"7" + b"]}" * 60000 + b"\n")
+    _send(b"R" + b"[" * 400000 + b"]" * 400000 + b"\n")
+    _send(b"E%d 0.0 -1\n" % index)
+    return -1
+'''
+
+
+def _errors_quickly(seconds: float) -> Callable[[Seen], None]:
+    def check(seen: Seen) -> None:
+        _quick(seconds)(seen)
+        got = {s.status for s in seen.result.steps}
+        assert got == {"error"}, f"[{seen.name}] expected every step to be an error, got {got}"
+    return check
+
+
+MEMFD_HOARD = r'''
+import mmap
+import os
+import time
+
+
+def bitcount(n):
+    held, maps = 0, []
+    try:
+        while held < 1024:
+            fd = os.memfd_create("hoard")
+            for _ in range(16):  # the file size limit is 16 MiB: then the next memfd
+                os.write(fd, b"\x01" * (1 << 20))
+                held += 1
+                print("HELD", held, flush=True)
+            maps.append(mmap.mmap(fd, 16 << 20, flags=mmap.MAP_SHARED))
+            os.close(fd)  # the mapping keeps it: past the open-files limit
+    except (OSError, ValueError) as error:
+        print("STOPPED", error, flush=True)
+    time.sleep(100)
+'''
+
+SHARED_HOARD = r'''
+import mmap
+import os
+import time
+
+
+def _hold():
+    held, maps = 0, []
+    try:
+        while held < 1024:
+            area = mmap.mmap(-1, 32 << 20, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+            for page in range(0, 32 << 20, 4096):
+                area[page] = 1
+            maps.append(area)
+            held += 32
+            print("HELD", held, flush=True)
+    except (OSError, ValueError, MemoryError) as error:
+        print("STOPPED", error, flush=True)
+    time.sleep(100)
+
+
+def bitcount(n):
+    for _ in range(3):
+        try:
+            if os.fork() == 0:
+                _hold()
+        except OSError:
+            pass
+    _hold()
+'''
+
+USERNS_TMPFS = r'''
+import ctypes
+import os
+import subprocess
+import time
+
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+
+
+def _fill():
+    """Root in a user namespace of its own: a tmpfs whose memory is nobody's process's."""
+    held = 0
+    os.makedirs("/tmp/userns-@RUN@", exist_ok=True)
+    if libc.mount(b"none", b"/tmp/userns-@RUN@", b"tmpfs", 0, b"size=2g") != 0:
+        print("MOUNT-REFUSED", ctypes.get_errno(), flush=True)
+        return
+    with open("/tmp/userns-@RUN@/hoard", "wb") as handle:
+        while held < 1024:
+            handle.write(b"\x01" * (1 << 20))
+            held += 1
+            print("HELD", held, flush=True)
+
+
+def bitcount(n):
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0:
+        print("USERNS-OK unshare", flush=True)
+        _fill()
+    else:
+        print("USERNS-REFUSED unshare", ctypes.get_errno(), flush=True)
+    pid = libc.syscall(56 if os.uname().machine == "x86_64" else 220,
+                       CLONE_NEWUSER | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    print("USERNS-%s clone" % ("OK" if pid > 0 else "REFUSED"), flush=True)
+    for command in (["unshare", "-Ur", "true"], ["bwrap", "--unshare-user", "--ro-bind", "/",
+                                                  "/", "true"]):
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=5)
+            print("USERNS-%s %s" % ("OK" if done.returncode == 0 else "REFUSED", command[0]),
+                  flush=True)
+        except (OSError, subprocess.SubprocessError):
+            print("USERNS-REFUSED", command[0], flush=True)
+    time.sleep(100)
+'''
+
+FILE_FLOOD = r'''
+import os
+
+# During loading: half a million empty files in the private /tmp (each costs an inode and
+# a dentry of kernel memory; the tmpfs's byte limit does not count them).
+made = 0
+try:
+    os.makedirs("/tmp/flood", exist_ok=True)
+    while made < 500000:
+        os.close(os.open("/tmp/flood/%d" % made, os.O_CREAT | os.O_WRONLY, 0o600))
+        made += 1
+        if made % 5000 == 0:
+            print("HELD", made, flush=True)
+except OSError as error:
+    print("STOPPED", made, error, flush=True)
+
+
+def bitcount(n):
+    return -1
+'''
+
+
+def _held_at_most(limit: float) -> Callable[[Seen], None]:
+    """The candidate printed how much it held ("HELD n") as it went: never above `limit`."""
+    def check(seen: Seen) -> None:
+        held = [float(line.split()[1]) for line in seen.result.stdout.splitlines()
+                if line.startswith("HELD ")]
+        assert not held or max(held) <= limit, (
+            f"[{seen.name}] the candidate held {max(held):.0f} (limit {limit:.0f}): "
+            f"{seen.result.stdout[-300:]!r}")
+    return check
+
+
+def _userns_refused(seen: Seen) -> None:
+    said = [line for line in seen.result.stdout.splitlines() if line.startswith("USERNS-")]
+    assert said and not [line for line in said if line.startswith("USERNS-OK")], (
+        f"[{seen.name}] a user namespace was created inside the sandbox: {said}")
+    _held_at_most(seen.policy.memory_mb)(seen)
+
+
+def _files_capped(seen: Seen) -> None:
+    assert seen.result.load_error, f"[{seen.name}] half a million files did not stop the job"
+    _held_at_most(100000)(seen)
+    _quick(60.0)(seen)
+
+
 KINDS = [
     Kind("lying_eq_object", LYING_OBJECT, check=_plain_records),
     Kind("lying_eq_int_subclass", LYING_INT, check=_plain_records),
@@ -1657,6 +2051,19 @@ KINDS = [
     Kind("fifo_in_place_of_captured_output", FIFO_OUTPUT, cases=1, check=_quick(5.0)),
     Kind("directory_tree_deeper_than_cleanup", DEEP_TREE, cases=1),
     Kind("close_result_pipe_and_linger", CLOSE_PIPE_AND_LINGER, cases=1, check=_quick(5.0)),
+    # round two (issue 7)
+    Kind("sibling_code_and_answers_left_in_inherited_memory", THIEF, cases=2,
+         before=SIBLING, check=_nothing_stolen),
+    Kind("next_job_waiting_in_the_pipe_or_a_read_ahead_buffer", THIEF, cases=2,
+         after=SIBLING, check=_nothing_stolen),
+    Kind("set_and_dict_of_colliding_hashes", HASH_FLOOD, cases=3, check=_errors_quickly(20.0)),
+    Kind("flood_of_records_in_one_step", RECORD_FLOOD, cases=2, check=_errors_quickly(20.0)),
+    Kind("records_nested_past_any_parser", DEEP_RECORD, cases=1, check=_errors_quickly(20.0)),
+    Kind("memory_in_memfds", MEMFD_HOARD, cases=1, check=_held_at_most(256 + 64)),
+    Kind("memory_in_shared_mappings_over_processes", SHARED_HOARD, cases=1,
+         check=_held_at_most(256 + 64)),
+    Kind("tmpfs_in_a_user_namespace", USERNS_TMPFS, cases=1, check=_userns_refused),
+    Kind("half_a_million_files_while_loading", FILE_FLOOD, cases=1, check=_files_capped),
 ]
 
 

@@ -55,6 +55,13 @@ def _integer(name: str, value: Any, least: int) -> int:
 class EvolutionSearch:
     """NSGA-II over genomes; see the module's documentation and docs/evolution.md."""
 
+    @staticmethod
+    def report_text(search: Mapping[str, Any]) -> str:
+        """The front, per-generation statistics and cost ledger, as `coral report` prints."""
+        from .report import report_text
+
+        return report_text(search)
+
     def __init__(self, population: int = 8, generations: int = 4, seed: int = 0,
                  config: Mapping[str, Any] | None = None,
                  objectives: Sequence[str] | None = None, gates: Any = None,
