@@ -19,7 +19,7 @@ from coral_core import __version__
 from coral_core.errors import UserError
 from coral_core.runner import Interrupted
 
-from . import datasets_cmd, evaluate, export_cmd, plugins_cmd, report, run
+from . import datasets_cmd, evaluate, export_cmd, fim_cmd, mutation_cmd, plugins_cmd, report, run
 from .command import CONTEXT, CoralCommand, CoralGroup
 
 app = typer.Typer(
@@ -33,6 +33,8 @@ app.command("report", cls=CoralCommand)(report.report)
 app.command("export", cls=CoralCommand, help=export_cmd.HELP)(export_cmd.export)
 app.add_typer(plugins_cmd.app, name="plugins", cls=CoralGroup)
 app.add_typer(datasets_cmd.app, name="datasets", cls=CoralGroup)
+app.add_typer(mutation_cmd.app, name="mutation", cls=CoralGroup)
+app.add_typer(fim_cmd.app, name="fim", cls=CoralGroup)
 
 NOISY = ("bandit", "stevedore", "httpx", "httpcore", "urllib3", "filelock", "asyncio")
 _state = {"verbose": False}

@@ -14,9 +14,9 @@ import ast
 import re
 import textwrap
 
-MAX_PARSE_CHARS = 256 * 1024
-PARSE_BUDGET = 2 * 1024 * 1024
-MAX_TRIMS = 64
+MAX_PARSE_CHARS = 128 * 1024
+PARSE_BUDGET = 512 * 1024
+MAX_TRIMS = 128
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_START = re.compile(r"^[ \t]*(def |async def |class |import |from \S+ import |@)")

@@ -40,3 +40,24 @@ def test_imports_and_helpers_before_the_function_are_kept():
 
 def test_unfenced_block_without_closing_fence():
     assert extract_python(f"```python\n{FIXED}\n", "gcd") == FIXED
+
+
+def test_replies_that_would_crash_or_stall_a_parser_are_bounded():
+    """Extraction runs in the parent on what a model wrote: a deep expression (RecursionError
+    or MemoryError from ast.parse), thousands of lines of prose after the code (one parse
+    per trimmed ending), and whitespace a careless pattern backtracks over."""
+    import time
+
+    replies = [
+        "```python\ndef gcd(a, b):\n    return " + "-" * 200000 + "a\n```",
+        "def gcd(a, b):\n    return a" + ".b" * 100000 + "\n",
+        FIXED + "\n" + "This is prose, not code.\n" * 20000,
+        "\n" * 200000 + "x",
+        "```python\n" + "\n" * 100000 + "def gcd(a, b:\n```",
+        "def gcd(a, b):\n    x = " + "+".join(["a"] * 5000) + "\n",
+    ]
+    for reply in replies:
+        started = time.process_time()
+        code = extract_python(reply, "gcd")
+        assert isinstance(code, str)
+        assert time.process_time() - started < 10.0, reply[:40]

@@ -39,6 +39,7 @@ __all__ = ["ExecutionResult", "Job", "JobTemplate", "Sandbox", "StepResult"]
 WorkerDied = WorkerGone  # the name the pool's callers know
 CGROUP_HEADROOM = 64 << 20  # the worker's own memory, on top of the candidate's limit
 CGROUP_PROCESSES = 8  # bubblewrap, the worker, a janitor: on top of the candidate's limit
+RELEASE_SECONDS = 5.0  # for a worker to finish its last cleanup when the sandbox closes
 
 
 PIPELINE = 2  # jobs written ahead to each worker
@@ -152,7 +153,16 @@ class _Slot:
             self.scratch = None
 
     def release(self) -> None:
-        """The slot is done for good: its worker and its cgroup go."""
+        """The slot is done for good: its worker and its cgroup go. The worker is first
+        given end-of-file and a moment to finish cleaning up after its last job (keys in the
+        sandbox user's keyrings would otherwise outlive this process)."""
+        process = self.process
+        if process is not None and process.poll() is None and process.stdin is not None:
+            try:
+                process.stdin.close()
+                process.wait(timeout=RELEASE_SECONDS)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         self.stop()
         if self.cgroup is not None:
             self.cgroup.remove()

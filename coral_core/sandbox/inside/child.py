@@ -63,9 +63,9 @@ def run_child(control, first, result_fd, scratch, body_fd):
     try:
         prefer_as_oom_victim()
         drop_fully()
-        keyrings.clear_user_keyrings()  # after the drop: these keyrings are the real uid's
-        if not FILTER:
-            keyrings.leave_shared_session()  # without the filter, at least not the host's
+        if not FILTER:  # with it, no candidate can touch a keyring at all
+            keyrings.clear_user_keyrings()  # after the drop: they are the real uid's
+            keyrings.leave_shared_session()  # and not the host's session keyring
         job = _read_job(body_fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if not IS_INIT:  # as PID 1 the worker kills the whole namespace instead

@@ -16,7 +16,7 @@ import os
 from . import privileges
 
 _KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
-_CLEAR, _JOIN_SESSION, _GET_PERSISTENT = 7, 1, 22
+_CLEAR, _JOIN_SESSION, _GET_PERSISTENT, _INVALIDATE = 7, 1, 22, 21
 _USER, _USER_SESSION, _PROCESS = -4, -5, -2
 
 
@@ -48,9 +48,11 @@ def _has_persistent():
 
 
 def clear_all():
-    """Everything the sandbox user keeps between processes: user, user session and
-    persistent keyrings. Runs in a janitor process (at worker start, and after each job
-    where the seccomp filter is not available)."""
+    """Everything the sandbox user keeps between processes: the user and user session
+    keyrings are emptied (the kernel keeps those two for every user), the persistent
+    keyring is emptied and invalidated (it would otherwise stay, empty, for days). Runs in a
+    janitor process (at worker start, and after each job where the seccomp filter is not
+    available)."""
     if not usable():
         return
     clear_user_keyrings()
@@ -58,6 +60,7 @@ def clear_all():
         persistent = _keyctl(_GET_PERSISTENT, -1, _PROCESS)  # linked into a keyring that
         if persistent > 0:                                   # dies with this process
             _keyctl(_CLEAR, persistent)
+            _keyctl(_INVALIDATE, persistent)
 
 
 def leave_shared_session():

@@ -36,7 +36,8 @@ from .loading import (
     quiet_transformers, resolve_device, resolve_dtype, resolve_source, same_base,
 )
 from .prompts import (
-    TemplateLimits, chat_template_of, check_supported, render_prompt, wants_chat_template,
+    TemplateLimits, chat_template_of, check_supported, render_prompt, resolve_fim,
+    wants_chat_template,
 )
 from .sampling import RowSpec, build_sampler, build_stopper
 
@@ -56,6 +57,9 @@ class HFModel:
     allow_base_mismatch: use adapters made for another base model (refused by default).
     template_timeout, template_max_chars: limits on rendering one prompt with the chat
     template (seconds; characters of rendered text).
+    fim_template: the FIM family ("qwen", "deepseek", "starcoder", "codellama",
+    "codegemma", "codestral") or a format with {prefix} and {suffix}; by default detected
+    from the tokenizer's special tokens. Its sentinels must be single special tokens.
     """
 
     supports_adapters = True  # a request's `adapter` is a peft LoRA/DoRA directory
@@ -75,6 +79,7 @@ class HFModel:
         allow_base_mismatch: bool = False,
         template_timeout: float = 10.0,
         template_max_chars: int = 4_000_000,
+        fim_template: str | None = None,
     ) -> None:
         if batch_size < 1 or max_adapters < 1:
             raise UserError("hf model: batch_size and max_adapters must be at least 1")
@@ -89,6 +94,7 @@ class HFModel:
         self.template_limits = TemplateLimits(timeout=float(template_timeout),
                                               max_chars=template_max_chars)
         self._options = (device, dtype, chat_template, trust_remote_code)
+        self.fim_option = fim_template or None
         self._model: Any = None
         self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
         self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
@@ -111,6 +117,7 @@ class HFModel:
         check_config(self.source)
         self.tokenizer = load_tokenizer(self.source, trust_remote_code=trust)
         self.chat = wants_chat_template(self.tokenizer, chat_option)
+        self.fim, self.fim_stop_ids = resolve_fim(self.tokenizer, self.fim_option, self.name)
         if self.chat:  # one rendering now, so that a broken template fails before a run
             chat_template_of(self.tokenizer, chat_template_file(self.source),
                              self.template_limits)
@@ -120,7 +127,7 @@ class HFModel:
             self.source, device=self.device, dtype=self.dtype, trust_remote_code=trust
         )
         self.base_loads += 1
-        self.eos_ids = _eos_ids(self._model, self.tokenizer)
+        self.eos_ids = _eos_ids(self._model, self.tokenizer) | self.fim_stop_ids
 
     @property
     def base_model(self) -> Any:
@@ -229,7 +236,7 @@ class HFModel:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[list[Generation]]:
         """`request.params.n` generations per request, in request order."""
         for request in requests:  # refused before any weights are read
-            check_supported(request.prompt, self.name)
+            check_supported(request.prompt, self.name, self.fim)
         self.load()
         results: list[list[Generation]] = [[] for _ in requests]
         encoded = [self._encode(request.prompt) for request in requests]
@@ -250,7 +257,7 @@ class HFModel:
 
     def _encode(self, prompt: Prompt) -> list[int]:
         """The prompt's token ids, as `prompts.render_prompt` renders it."""
-        text, special = render_prompt(self.tokenizer, prompt, self.chat, self.name)
+        text, special = render_prompt(self.tokenizer, prompt, self.chat, self.name, self.fim)
         return self.tokenizer(text, add_special_tokens=special)["input_ids"]
 
     def _generate_batch(

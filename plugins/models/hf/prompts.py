@@ -9,8 +9,10 @@ adapter learns on exactly the text it will be prompted with:
 - chat messages: the chat template renders the turns. Without a template, a chat of one
   user turn is rendered as an instruction; any other chat is refused with a UserError,
   since joining turns into text would be a prompt format the model never saw.
-- a prefix/suffix pair (infilling): refused with a UserError for now (FIM templates per
-  model family come later).
+- a prefix/suffix pair (infilling): the model family's FIM template (`fim_template` option,
+  else detected from the tokenizer's special tokens; see
+  `coral_plugins.datasets.fim.templates`), whose sentinels must be single special tokens
+  of the tokenizer (checked once, refused in one line otherwise).
 
 A chat template is a Jinja program that comes with the model, from the internet. Jinja's
 sandbox keeps it from reaching Python internals, but not from looping for hours or
@@ -52,23 +54,40 @@ def wants_chat_template(tokenizer: Any, option: bool | None) -> bool:
     return bool(option)
 
 
-def check_supported(prompt: Prompt, model: str = "hf") -> None:
-    """Refuse, before anything is loaded, a prompt shape no hf model can render yet."""
-    if prompt.kind == "infill":
+def check_supported(prompt: Prompt, model: str = "hf", fim: Any = None) -> None:
+    """Refuse, before anything is loaded, a prompt shape the model cannot render."""
+    if prompt.kind == "infill" and fim is None:
         raise UserError(
-            f"model {model} has no FIM template yet: infilling (prefix/suffix) prompts "
-            "are not supported by hf models"
+            f"model {model} has no FIM template: its tokenizer carries no known family's "
+            "FIM tokens (set [model.options] fim_template = \"qwen\" | \"deepseek\" | "
+            "\"starcoder\" | \"codellama\" | \"codegemma\" | \"codestral\")"
         )
 
 
+def resolve_fim(tokenizer: Any, option: str | None, model: str = "hf") -> Any:
+    """The FIM template for this tokenizer and the ids of its stop tokens, or (None, set())
+    when the tokenizer has no known family's tokens and no `fim_template` was given.
+    A template whose sentinels are not single special tokens is refused in one line."""
+    from coral_plugins.datasets.fim.templates import (
+        check_sentinels, detect_family, template_for)
+    name = option or detect_family(tokenizer)
+    if not name:
+        return None, set()
+    template = template_for(name)
+    return template, check_sentinels(tokenizer, template, model)
+
+
 def render_prompt(tokenizer: Any, prompt: Prompt, chat: bool,
-                  model: str = "hf") -> tuple[str, bool]:
+                  model: str = "hf", fim: Any = None) -> tuple[str, bool]:
     """The text to tokenize and whether the tokenizer should add its special tokens.
 
     `chat` says whether to use the chat template (see `wants_chat_template`); `model`
-    names the model in error messages.
+    names the model in error messages; `fim` is the FIM template for infilling prompts
+    (see `resolve_fim`; no chat template is used for them).
     """
-    check_supported(prompt, model)
+    check_supported(prompt, model, fim)
+    if prompt.kind == "infill":
+        return fim.render(prompt.prefix or "", prompt.suffix or ""), True
     messages = prompt.as_messages()
     if chat:
         text = chat_template_of(tokenizer).render(tokenizer, _turns(messages), True)

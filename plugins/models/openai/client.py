@@ -7,7 +7,9 @@ is one user turn; option `system_prompt` adds a system turn unless the prompt ha
 own); the completions endpoint gets the instruction text (a chat of one user turn is
 sent as its text; longer chats are refused). An infilling prompt always goes to the
 completions endpoint, as `prompt` = prefix and `suffix` = suffix (OpenAI's `suffix`
-field; servers without FIM support refuse or ignore it). One
+field; servers without FIM support refuse or ignore it), or, with option `fim_template`
+(a family such as "qwen", or a format with {prefix} and {suffix}), rendered here into one
+`prompt` with that family's sentinels, whose stop tokens join the stop sequences. One
 Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
 ignore ``n``) are topped up with further requests, so exactly ``n`` come back. Requests
 run on a bounded thread pool, and transient failures (429, 5xx, timeouts, dropped
@@ -89,6 +91,7 @@ class OpenAIOptions:
     api_key_env: str = "OPENAI_API_KEY"
     max_n_per_request: int | None = None
     system_prompt: str | None = None
+    fim_template: str | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -146,6 +149,11 @@ class OpenAIOptions:
              "max_n_per_request must be an integer >= 1")
         need(self.system_prompt is None or isinstance(self.system_prompt, str),
              "system_prompt must be a string")
+        need(self.fim_template is None or isinstance(self.fim_template, str),
+             "fim_template must be a string")
+        if self.fim_template:
+            from coral_plugins.datasets.fim.templates import template_for
+            template_for(self.fim_template)  # an unknown family is refused now
         need(isinstance(self.extra_body, Mapping), "extra_body must be a table")
 
 
@@ -365,8 +373,13 @@ class OpenAIModel:
             # A distinct seed per top-up call: otherwise a seeded server repeats one sample.
             "seed": params.seed + call,
         }
-        if params.stop:
-            body["stop"] = list(params.stop)
+        stops = list(params.stop)
+        if request.prompt.kind == "infill" and self.options.fim_template:
+            from coral_plugins.datasets.fim.templates import template_for
+            stops += [s for s in template_for(self.options.fim_template).stops
+                      if s not in stops]
+        if stops:
+            body["stop"] = stops
         body.update(self._prompt_fields(request.prompt)[1])
         body.update(self.options.extra_body)
         return body
@@ -379,6 +392,11 @@ class OpenAIModel:
         """The endpoint and the body fields that carry `prompt` (see the module docstring)."""
         endpoint = self._endpoint(prompt)
         if prompt.kind == "infill":
+            if self.options.fim_template:
+                from coral_plugins.datasets.fim.templates import template_for
+                template = template_for(self.options.fim_template)
+                return endpoint, {"prompt": template.render(prompt.prefix or "",
+                                                            prompt.suffix or "")}
             return endpoint, {"prompt": prompt.prefix or "", "suffix": prompt.suffix or ""}
         turns = prompt.as_messages()
         if endpoint == "chat":

@@ -1,0 +1,206 @@
+"""cosmic-ray's own sequential `exec` against `coral mutation run` on the same module and
+tests, in one run: seconds, ratio, and whether every verdict agrees.
+
+    .venv/bin/python benchmarks/mutation.py            # the ~90-line module, 25 tests (slow:
+                                                       # cosmic-ray takes about 10 minutes)
+    .venv/bin/python benchmarks/mutation.py --small    # the test suite's small module
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+SMALL = ('LIMIT = 10\n\n\ndef clamp(x, high=LIMIT):\n    if x > high:\n        return high\n'
+         '    return x\n\n\ndef count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n'
+         '    return i\n\n\ndef unused(a):\n    return -a\n')
+SMALL_TESTS = ('from calc import clamp, count_up\n\n\ndef test_clamp():\n'
+               '    assert clamp(50) == 10\n    assert clamp(3) == 3\n\n\n'
+               'def test_count():\n    assert count_up(3) == 3\n')
+
+MODULE = '''\
+"""Small numeric and text helpers (the benchmark's module under test)."""
+
+THRESHOLD = 3
+SCALE = 2
+
+
+def clamp(x, low=0, high=100):
+    if x < low:
+        return low
+    if x > high:
+        return high
+    return x
+
+
+def gcd(a, b):
+    while b != 0:
+        a, b = b, a % b
+    return a
+
+
+def is_prime(n):
+    if n < 2:
+        return False
+    k = 2
+    while k * k <= n:
+        if n % k == 0:
+            return False
+        k += 1
+    return True
+
+
+def fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def digits(n):
+    total = 0
+    while n > 0:
+        total += n % 10
+        n //= 10
+    return total
+
+
+def scaled(values):
+    return [v * SCALE for v in values if v > THRESHOLD]
+
+
+def running_max(values):
+    best = None
+    out = []
+    for v in values:
+        if best is None or v > best:
+            best = v
+        out.append(best)
+    return out
+
+
+def vowels(text):
+    return sum(1 for ch in text.lower() if ch in "aeiou")
+
+
+def caesar(text, shift):
+    out = []
+    for ch in text:
+        if "a" <= ch <= "z":
+            out.append(chr((ord(ch) - 97 + shift) % 26 + 97))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def bucket(score):
+    if score >= 90:
+        return "A"
+    if score >= 75:
+        return "B"
+    if score >= 50:
+        return "C"
+    return "F"
+
+
+def mean(values):
+    if not values:
+        return 0.0
+    return sum(values) / len(values)
+'''
+
+TESTS = '''\
+from calc import (bucket, caesar, clamp, digits, fib, gcd, is_prime, mean, running_max,
+                  scaled, vowels)
+
+
+def test_clamp_low(): assert clamp(-3) == 0
+def test_clamp_high(): assert clamp(300) == 100
+def test_clamp_mid(): assert clamp(42) == 42
+def test_gcd(): assert gcd(12, 18) == 6
+def test_gcd_prime(): assert gcd(7, 5) == 1
+def test_prime_small(): assert not is_prime(1) and is_prime(2)
+def test_prime_9(): assert not is_prime(9)
+def test_prime_13(): assert is_prime(13)
+def test_fib_0(): assert fib(0) == 0
+def test_fib_10(): assert fib(10) == 55
+def test_digits(): assert digits(1234) == 10
+def test_digits_zero(): assert digits(0) == 0
+def test_scaled(): assert scaled([1, 4, 5]) == [8, 10]
+def test_running_max(): assert running_max([1, 3, 2, 5]) == [1, 3, 3, 5]
+def test_running_max_empty(): assert running_max([]) == []
+def test_vowels(): assert vowels("Education") == 5
+def test_caesar(): assert caesar("abz", 1) == "bca"
+def test_caesar_keep(): assert caesar("A-b", 2) == "A-d"
+def test_bucket_a(): assert bucket(95) == "A"
+def test_bucket_b(): assert bucket(80) == "B"
+def test_bucket_c(): assert bucket(60) == "C"
+def test_bucket_f(): assert bucket(10) == "F"
+def test_mean(): assert mean([1, 2, 3]) == 2
+def test_mean_empty(): assert mean([]) == 0.0
+def test_smoke(): assert callable(mean)
+'''
+
+
+def verdicts(path: Path) -> dict:
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(path), WorkDB.Mode.open) as db:
+        return {(i.mutations[0].operator_name, i.mutations[0].occurrence): r.test_outcome.value
+                for i, r in db.completed_work_items}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--small", action="store_true")
+    parser.add_argument("--workers", type=int, default=2)
+    options = parser.parse_args()
+    module, tests = (SMALL, SMALL_TESTS) if options.small else (MODULE, TESTS)
+    with tempfile.TemporaryDirectory() as tmp:
+        times = {}
+        for who in ("cosmic-ray", "coral"):
+            root = Path(tmp) / who
+            root.mkdir()
+            (root / "calc.py").write_text(module)
+            (root / "test_calc.py").write_text(tests)
+            start = time.perf_counter()
+            if who == "cosmic-ray":
+                begin = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                "test_calc.py"], cwd=root, check=True, capture_output=True)
+                suite = time.perf_counter() - begin
+                (root / "cr.toml").write_text(
+                    f'[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = {max(10, 1.5 * suite)}\n'
+                    'excluded-modules = []\n'
+                    f'test-command = "{sys.executable} -m pytest -x -q -p no:cacheprovider '
+                    'test_calc.py"\n[cosmic-ray.distributor]\nname = "local"\n')
+                start = time.perf_counter()
+                for step in ("init", "exec"):
+                    subprocess.run([str(BIN / "cosmic-ray"), step, "cr.toml", "s.sqlite"],
+                                   cwd=root, check=True)
+            else:
+                subprocess.run([sys.executable, "-m", "coral_cli.app", "mutation", "run",
+                                "--module", "calc.py", "--tests", "test_calc.py", "--session",
+                                "s.sqlite", "--workers", str(options.workers), "--json"],
+                               cwd=root, check=True, capture_output=True)
+            times[who] = time.perf_counter() - start
+        theirs = verdicts(Path(tmp) / "cosmic-ray" / "s.sqlite")
+        ours = verdicts(Path(tmp) / "coral" / "s.sqlite")
+        differ = [key for key in theirs if theirs[key] != ours.get(key)]
+        print("| tool | mutants | seconds |")
+        print("|---|---:|---:|")
+        print(f"| cosmic-ray exec (sequential) | {len(theirs)} | {times['cosmic-ray']:.1f} |")
+        print(f"| coral mutation run ({options.workers} workers) | {len(ours)} | "
+              f"{times['coral']:.1f} |")
+        print(f"ratio: {times['cosmic-ray'] / times['coral']:.1f}x; verdicts differing: "
+              f"{len(differ)} {differ[:5]}")
+
+
+if __name__ == "__main__":
+    main()

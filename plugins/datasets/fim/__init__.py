@@ -1,0 +1,193 @@
+"""fim: fill-in-the-middle completion tasks (seed 003, SPEC section 7).
+
+`[dataset.options] path = "TASKS.jsonl"` reads JSONL in three shapes, detected per line:
+(a) `{"prompt": "<|fim_prefix|>...<|fim_suffix|>...<|fim_middle|>", "groundtruth"}` with the
+prompt in any supported family's format (parsed back into prefix/suffix, so that it is
+re-templated for the model that runs it); (b) `{"prefix", "suffix", "groundtruth"}`;
+(c) CrossCodeEval's lines (`prompt` = left context, `right_context`, `groundtruth`,
+`metadata.task_id`, optional `crossfile_context.text`, prepended with `crossfile = true`).
+Without `path`, a default set is built from the Python standard library of the running
+interpreter (`kind`, `n`, `seed` options) and cached in the user cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from coral_core.data import cache_root
+from coral_core.errors import UserError
+from coral_core.hookspecs import hookimpl
+from coral_core.suggest import did_you_mean
+from coral_core.types import Prompt, Success, Task
+
+from . import build
+from .extract import EXTRACTORS
+from .templates import parse_any
+
+NAME = "fim"
+LANGUAGES = ("python", "java")
+STOPS = {  # seed 003's per-language stop sequences
+    "python": ("\n\ndef ", "\nclass ", "\n\n\n", "\nif __name__"),
+    "java": ("\n\npublic ", "\n\nprivate ", "\n\nclass ", "\n\ninterface "),
+}
+
+
+def guess_language(path: str) -> str:
+    return "java" if "java" in Path(path).name.lower() else "python"
+
+
+def parse_line(obj: Any, where: str, crossfile: bool) -> tuple[str, str, str, str | None]:
+    """(prefix, suffix, groundtruth, task id or None) of one JSONL object."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("groundtruth"), str):
+        raise UserError(f"{where}: not a FIM task (expected a JSON object with 'groundtruth' "
+                        "and 'prefix'/'suffix', a templated 'prompt', or CrossCodeEval's "
+                        "'prompt'/'right_context')")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    task_id = obj.get("task_id", meta.get("task_id"))
+    task_id = None if task_id is None else str(task_id)
+    if isinstance(obj.get("prefix"), str) and isinstance(obj.get("suffix"), str):
+        return obj["prefix"], obj["suffix"], obj["groundtruth"], task_id
+    if isinstance(obj.get("prompt"), str) and isinstance(obj.get("right_context"), str):
+        prefix = obj["prompt"]
+        context = obj.get("crossfile_context")
+        if crossfile and isinstance(context, dict) and isinstance(context.get("text"), str):
+            prefix = context["text"] + prefix
+        return prefix, obj["right_context"], obj["groundtruth"], task_id
+    if isinstance(obj.get("prompt"), str):
+        parsed = parse_any(obj["prompt"])
+        if parsed is None:
+            raise UserError(f"{where}: 'prompt' is in no known FIM format (qwen, deepseek, "
+                            "starcoder, codellama, codestral); give 'prefix' and 'suffix'")
+        return parsed[1], parsed[2], obj["groundtruth"], task_id
+    raise UserError(f"{where}: not a FIM task (expected 'prefix'/'suffix', a templated "
+                    "'prompt', or CrossCodeEval's 'prompt'/'right_context')")
+
+
+def read_tasks(path: Path, language: str | None, crossfile: bool) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"fim: no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"fim: cannot read {path}: {error}") from None
+    rows, seen = [], set()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{where}: malformed JSON ({error.msg})") from None
+        prefix, suffix, truth, task_id = parse_line(obj, where, crossfile)
+        task_id = task_id or str(number)
+        if task_id in seen:
+            raise UserError(f"{where}: duplicate task id '{task_id}'")
+        seen.add(task_id)
+        lang = obj.get("language") or language or guess_language(str(path))
+        if lang not in LANGUAGES:
+            raise UserError(f"{where}: language '{lang}' (expected python or java)")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        rows.append({"task_id": task_id, "prefix": prefix, "suffix": suffix,
+                     "groundtruth": truth, "language": lang, "metadata": meta})
+    if not rows:
+        raise UserError(f"fim: {path} holds no tasks")
+    return rows
+
+
+def default_set(kind: str = "line", n: int = 200, seed: int = 0) -> Path:
+    """The default set from this interpreter's standard library, built once and cached."""
+    root = build.stdlib_dir()
+    key = hashlib.sha256(f"{root}|{sys.version}|{build.BUILDER_VERSION}".encode()).hexdigest()
+    path = cache_root() / "fim" / f"stdlib-{kind}-{n}-{seed}-{key[:12]}.jsonl"
+    if not path.exists():
+        build.write_jsonl(build.build_tasks(root, kind, n, seed, "python"), path)
+    return path
+
+
+class FimDataset:
+    name = NAME
+    splits = ("test",)
+    description = "FIM completion: JSONL (3 shapes), your own code, or the stdlib by default"
+    needs_data = False
+
+    def __init__(self, path: str = "", language: str = "", crossfile: bool = False,
+                 extract: str = "auto", kind: str = "line", n: int = 200, seed: int = 0,
+                 data_dir: str | None = None) -> None:
+        if language and language not in LANGUAGES:
+            raise UserError(f"fim: language = '{language}' (expected python or java)")
+        if extract != "auto" and extract not in EXTRACTORS:
+            raise UserError(f"fim: extract = '{extract}' is unknown"
+                            f"{did_you_mean(extract, EXTRACTORS)} (known: auto, "
+                            f"{', '.join(EXTRACTORS)})")
+        if kind not in build.KINDS:
+            raise UserError(f"fim: kind = '{kind}' (expected one of {', '.join(build.KINDS)})")
+        if n < 1:
+            raise UserError("fim: n must be at least 1")
+        self.path, self.language, self.crossfile = path, language or None, bool(crossfile)
+        self.extract, self.kind, self.n, self.seed = extract, kind, int(n), int(seed)
+
+    @functools.cached_property
+    def rows(self) -> list[dict]:
+        path = Path(self.path) if self.path else default_set(self.kind, self.n, self.seed)
+        return read_tasks(path, self.language, self.crossfile)
+
+    def _task(self, row: dict) -> Task:
+        language = row["language"]
+        return Task(
+            id=row["task_id"], dataset=NAME, split="test",
+            prompt=Prompt(prefix=row["prefix"], suffix=row["suffix"]),
+            reference=row["groundtruth"], success=Success("em", 1.0),
+            stop=STOPS[language], candidate_kind="completion",
+            metadata={"language": language, **{k: v for k, v in row["metadata"].items()
+                                               if isinstance(v, (str, int, float, bool))}},
+        )
+
+    def tasks(self, split: str, problems: Sequence[str] = ()) -> list[Task]:
+        tasks = [self._task(row) for row in self.rows]
+        if problems:
+            known = {t.id: t for t in tasks}
+            for problem in problems:
+                if problem not in known:
+                    raise UserError(f"fim: unknown task '{problem}'"
+                                    f"{did_you_mean(problem, known)}")
+            return [known[p] for p in problems]
+        return tasks
+
+    def extract_code(self, task: Task, text: str) -> str:
+        language = str(task.metadata.get("language", "python"))
+        name = language if self.extract == "auto" else self.extract
+        return EXTRACTORS[name](text, task.prompt.prefix or "", task.prompt.suffix or "",
+                                language)
+
+
+BALANCED = {"es": 1 / 0.7, "em": 1 / 0.25, "em_es": 1 / 0.55}
+
+PRESET = {
+    "dataset": {"name": NAME, "split": "test"},
+    # `reference` answers with the ground truth: a pipeline check (every figure 1.0). Real
+    # numbers need --model hf:... or openai:... (see docs/fim.md).
+    "model": {"spec": "reference", "max_new_tokens": 64, "temperature": 0.1},
+    "evaluators": {"use": ["fim"], "weights": dict(BALANCED)},
+    "search": {
+        "strategy": "grid", "rank_by": "balanced",
+        "space": {"model.temperature": [0.05, 0.1, 0.2, 0.3],
+                  "model.max_new_tokens": [32, 48, 64, 96]},
+    },
+    "run": {"samples": 1},
+}
+
+
+@hookimpl
+def coral_register_datasets(register):
+    register(NAME, FimDataset)
+
+
+@hookimpl
+def coral_register_experiments(register):
+    register(NAME, PRESET)

@@ -1,0 +1,219 @@
+"""Deterministic FIM tasks from any directory of source files (`coral fim build`).
+
+Kinds: `line` (the rest of a line, from a random column after its indentation),
+`multiline` (2-8 whole lines of one block), `span` (a random character span inside a
+function body, as HumanEval-infilling does). A middle never crosses a file and is never
+blank or comments only. Files are visited in a seeded order, at most one task per file
+while files remain (then a second round), so a set covers many files. The prefix keeps
+at most CONTEXT_LINES lines before the middle and the suffix SUFFIX_LINES after it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import re
+import sysconfig
+from pathlib import Path
+from typing import Iterator
+
+from coral_core.errors import UserError
+
+KINDS = ("line", "multiline", "span")
+EXTENSIONS = {"python": (".py",), "java": (".java",)}
+SKIP_DIRS = {"__pycache__", "site-packages", "dist-packages", "test", "tests", ".git",
+             "node_modules", "idlelib", "lib2to3", "venv", ".venv"}
+CONTEXT_LINES = 120
+SUFFIX_LINES = 40
+MAX_FILE_BYTES = 400_000
+BUILDER_VERSION = 1  # part of the default set's cache key
+
+
+def source_files(root: Path, language: str) -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(EXTENSIONS[language]):
+                path = Path(folder) / name
+                try:
+                    if path.stat().st_size <= MAX_FILE_BYTES:
+                        found.append(path)
+                except OSError:
+                    continue
+    return found
+
+
+def _meaningful(text: str, language: str) -> bool:
+    """Not blank and not comments only."""
+    comment = "#" if language == "python" else "//"
+    for line in text.splitlines():
+        s = line.strip()
+        if s and not s.startswith(comment) and not (language == "java" and s.startswith(
+                ("/*", "*", "*/"))):
+            return True
+    return False
+
+
+def _python_sites(source: str, kind: str) -> list[tuple[int, int]]:
+    """(first line, last line), 1-based, of candidate middles in a Python file."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    sites = []
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        in_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        stmts = [s for s in body if isinstance(s, ast.stmt)]
+        if kind == "line":
+            sites += [(s.lineno, s.lineno) for s in stmts
+                      if s.end_lineno == s.lineno and not isinstance(s, ast.Expr)]
+        elif kind == "multiline":
+            for i, first in enumerate(stmts):
+                for last in stmts[i:]:
+                    span = (last.end_lineno or last.lineno) - first.lineno + 1
+                    if 2 <= span <= 8:
+                        sites.append((first.lineno, last.end_lineno or last.lineno))
+                    if span >= 8:
+                        break
+        elif kind == "span" and in_function and stmts:
+            first = stmts[0]
+            if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None),
+                                                          ast.Constant):
+                stmts = stmts[1:]  # the docstring
+            if stmts:
+                sites.append((stmts[0].lineno, stmts[-1].end_lineno or stmts[-1].lineno))
+    return sites
+
+
+def _java_sites(lines: list[str], kind: str) -> list[tuple[int, int]]:
+    """Line ranges inside method bodies (indented at least 8 columns), heuristically."""
+    body = [i + 1 for i, ln in enumerate(lines)
+            if ln.strip() and len(ln) - len(ln.lstrip()) >= 8 and not ln.strip().startswith(
+                ("//", "/*", "*", "@"))]
+    if kind == "line":
+        return [(n, n) for n in body if lines[n - 1].rstrip().endswith(";")]
+    sites = []
+    bodyset = set(body)
+    for n in body:
+        end = n
+        while end + 1 in bodyset and end - n < 7:
+            end += 1
+            if kind == "multiline" and end - n >= 1:
+                sites.append((n, end))
+        if kind == "span" and end > n:
+            sites.append((n, end))
+    return sites
+
+
+def _make(lines: list[str], first: int, last: int, kind: str, rng: random.Random,
+          language: str) -> tuple[str, str, str] | None:
+    """(prefix, middle, suffix) for the site, or None when the middle is not meaningful."""
+    before = lines[max(0, first - 1 - CONTEXT_LINES):first - 1]
+    after = lines[last:last + SUFFIX_LINES]
+    block = lines[first - 1:last]
+    if kind == "line":
+        line = block[0]
+        indent = len(line) - len(line.lstrip())
+        content = line[indent:]
+        cuts = [indent] + [indent + m.end() for m in re.finditer(r"[\s(\[{.,=:]+", content)
+                           if indent + m.end() < len(line)]
+        cut = rng.choice(cuts[: max(1, len(cuts) // 2 + 1)])
+        head, middle = line[:cut], line[cut:]
+        prefix = "".join(before) + head
+        suffix = "\n" + "".join(after) if after else "\n"
+        middle = middle.rstrip("\n")
+    elif kind == "multiline":
+        prefix = "".join(before)
+        middle = "".join(block).rstrip("\n")
+        suffix = "\n" + "".join(after)
+    else:
+        text = "".join(block).rstrip("\n")
+        if len(text) < 4:
+            return None
+        start = rng.randrange(0, len(text) - 1)
+        length = rng.randint(1, min(120, len(text) - start))
+        prefix = "".join(before) + text[:start]
+        middle = text[start:start + length]
+        suffix = text[start + length:] + "\n" + "".join(after)
+    if not _meaningful(middle, language):
+        return None
+    return prefix, middle, suffix
+
+
+def build_tasks(src: str | os.PathLike[str], kind: str = "line", n: int = 100, seed: int = 0,
+                language: str = "python") -> list[dict]:
+    """Up to `n` tasks (shape b: task_id, prefix, suffix, groundtruth, language, metadata)."""
+    if kind not in KINDS:
+        raise UserError(f"fim build: --kind {kind} (expected one of {', '.join(KINDS)})")
+    if language not in EXTENSIONS:
+        raise UserError(f"fim build: --language {language} (expected python or java)")
+    root = Path(src)
+    if not root.is_dir():
+        raise UserError(f"fim build: {root} is not a directory")
+    files = source_files(root, language)
+    if not files:
+        raise UserError(f"fim build: no {language} files under {root}")
+    rng = random.Random(f"{seed}:{kind}:{language}")
+    order = files[:]
+    rng.shuffle(order)
+    tasks: list[dict] = []
+    used: set[tuple[str, int, int]] = set()
+    for _round in range(3):
+        for path in order:
+            if len(tasks) >= n:
+                return tasks
+            made = _one(path, root, kind, rng, language, used)
+            if made:
+                made["task_id"] = f"{kind}/{len(tasks):05d}"
+                tasks.append(made)
+    return tasks
+
+
+def _one(path: Path, root: Path, kind: str, rng: random.Random, language: str,
+         used: set) -> dict | None:
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = source.splitlines(keepends=True)
+    sites = (_python_sites(source, kind) if language == "python" else _java_sites(lines, kind))
+    rel = path.relative_to(root).as_posix()
+    sites = sorted(set(s for s in sites if (rel, *s) not in used))
+    for _ in range(5):
+        if not sites:
+            return None
+        first, last = rng.choice(sites)
+        made = _make(lines, first, last, kind, rng, language)
+        if made:
+            used.add((rel, first, last))
+            prefix, middle, suffix = made
+            return {"prefix": prefix, "suffix": suffix, "groundtruth": middle,
+                    "language": language,
+                    "metadata": {"file": rel, "line": first, "kind": kind}}
+    return None
+
+
+def write_jsonl(tasks: list[dict], out: str | os.PathLike[str]) -> None:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for task in tasks:
+            handle.write(json.dumps(task, ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            yield number, line

@@ -1,0 +1,108 @@
+"""The session file: a real cosmic-ray WorkDB (`cr-report`, `cr-rate`, `cr-html` read it),
+plus Coral's own tables beside cosmic-ray's (cosmic-ray ignores them):
+
+- `coral_meta` (key, value): what the session was made from (module, tests, digests);
+- `coral_mutants` (job_id, seconds, mode, tests_run, timeout): how each verdict was reached;
+- `coral_kills` (job_id, test, how): the test x mutant kill matrix ("failed" or "timeout");
+- `coral_baseline` (test, seconds, lines): the unmutated run.
+
+The work items are made by cosmic-ray's own `init` (its operators, its enumeration), so the
+(module, operator, occurrence) keys are cosmic-ray's. Coral's rows for a mutant are written
+before its WorkDB result, so a result present means everything about it is stored: `--resume`
+redoes only the mutants without a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+from coral_core.errors import UserError
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS coral_meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS coral_mutants (job_id TEXT PRIMARY KEY, seconds REAL, mode TEXT,
+    tests_run INTEGER, timeout INTEGER);
+CREATE TABLE IF NOT EXISTS coral_kills (job_id TEXT, test TEXT, how TEXT,
+    PRIMARY KEY (job_id, test));
+CREATE TABLE IF NOT EXISTS coral_baseline (test TEXT PRIMARY KEY, seconds REAL, lines TEXT);
+"""
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Session:
+    """A cosmic-ray WorkDB opened through cosmic-ray's API, with Coral's tables beside it."""
+
+    def __init__(self, path: Path):
+        from cosmic_ray.work_db import WorkDB
+
+        self.path = path
+        try:
+            self.db = WorkDB(str(path), WorkDB.Mode.create)
+        except Exception as error:  # noqa: B902 - sqlalchemy's errors: one line for the user
+            raise UserError(f"cannot open session {path}: {error}") from None
+        self.sql = sqlite3.connect(str(path), timeout=30)
+        self.sql.executescript(TABLES)
+        self.sql.commit()
+
+    def close(self) -> None:
+        self.sql.close()
+        self.db.close()
+
+    # -- meta ------------------------------------------------------------------------------
+    def meta(self) -> dict:
+        return {key: json.loads(value)
+                for key, value in self.sql.execute("SELECT key, value FROM coral_meta")}
+
+    def set_meta(self, values: dict) -> None:
+        with self.sql:
+            self.sql.executemany("INSERT OR REPLACE INTO coral_meta VALUES (?, ?)",
+                                 [(k, json.dumps(v)) for k, v in values.items()])
+
+    # -- work ------------------------------------------------------------------------------
+    def init(self, module: Path) -> None:
+        """Clear the session and enumerate cosmic-ray's mutants of `module` (its `init`)."""
+        import cosmic_ray.commands
+
+        with self.sql:
+            for table in ("coral_meta", "coral_mutants", "coral_kills", "coral_baseline"):
+                self.sql.execute(f"DELETE FROM {table}")
+        cosmic_ray.commands.init([module], self.db, {})
+
+    def items(self) -> list:
+        return list(self.db.work_items)
+
+    def done(self) -> set[str]:
+        return {job_id for job_id, _ in self.db.results}
+
+    def results(self) -> dict:
+        return dict(self.db.results)
+
+    def record(self, job_id: str, result, seconds: float, mode: str, tests_run: int,
+               timeout: bool, kills: list[tuple[str, str]]) -> None:
+        """Coral's rows first, then cosmic-ray's result (the commit that marks it done)."""
+        with self.sql:
+            self.sql.execute("DELETE FROM coral_kills WHERE job_id = ?", (job_id,))
+            self.sql.execute("INSERT OR REPLACE INTO coral_mutants VALUES (?, ?, ?, ?, ?)",
+                             (job_id, seconds, mode, tests_run, int(timeout)))
+            self.sql.executemany("INSERT OR REPLACE INTO coral_kills VALUES (?, ?, ?)",
+                                 [(job_id, test, how) for test, how in kills])
+        self.db.set_result(job_id, result)
+
+    def mutant_rows(self) -> dict[str, tuple]:
+        return {row[0]: row[1:] for row in self.sql.execute("SELECT * FROM coral_mutants")}
+
+    def kills(self) -> list[tuple[str, str, str]]:
+        return list(self.sql.execute("SELECT job_id, test, how FROM coral_kills"))
+
+    def set_baseline(self, rows: list[dict]) -> None:
+        with self.sql:
+            self.sql.execute("DELETE FROM coral_baseline")
+            self.sql.executemany("INSERT INTO coral_baseline VALUES (?, ?, ?)",
+                                 [(r["test"], r["seconds"], json.dumps(r.get("lines", [])))
+                                  for r in rows])

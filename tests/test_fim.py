@@ -1,0 +1,289 @@
+"""FIM: metrics against hand-computed values, templates, data shapes, the builder,
+extraction, hf rendering with tiny tokenizers, and the `fim` preset end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import coral_env, run_coral
+from coral_core.errors import UserError
+from coral_plugins.datasets.fim import FimDataset, PRESET, read_tasks
+from coral_plugins.datasets.fim import build as builder
+from coral_plugins.datasets.fim.extract import (
+    extract_java, extract_python, extract_statement)
+from coral_plugins.datasets.fim.templates import FAMILIES, parse_any, template_for
+from coral_plugins.evaluators import fim as metrics
+
+# ----- metrics: independent expected values -----
+
+
+def test_edit_similarity_matches_hand_computed_levenshtein():
+    # kitten -> sitting: 3 edits, longer length 7
+    assert metrics.edit_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)
+    assert metrics.edit_similarity("  abc \n", "abc") == 1.0  # stripped
+    assert metrics.edit_similarity("", "") == 1.0
+    assert metrics.edit_similarity("", "abcd") == 0.0
+    assert metrics.edit_similarity("flaw", "lawn") == pytest.approx(1 - 2 / 4)
+
+
+def test_fuzz_es_is_indel_ratio_and_cceval_rounds_it():
+    # InDel distance abc/abd = 2, total length 6: 1 - 2/6
+    assert metrics.edit_similarity_fuzz("abc", "abd") == pytest.approx(4 / 6)
+    assert metrics.edit_similarity_fuzz("abc", "abd", rounded=True) == 0.67
+    # fuzz ES is never below the seed's ES on these
+    assert metrics.edit_similarity_fuzz("kitten", "sitting") > metrics.edit_similarity(
+        "kitten", "sitting")
+
+
+def test_exact_match_normalises_whitespace_and_combined_equals_em():
+    assert metrics.exact_match("x =  f(a)\n", " x = f(a)")
+    assert not metrics.exact_match("x=f(a)", "x = f(a)")
+    for p, g in [("a + b", "a  +  b"), ("a + b", "a + c"), ("", ""), ("foo", "fo")]:
+        row = metrics.score(p, g)
+        assert row["em_es"] == row["em"]  # seed 003's "pass@1" is EM
+
+
+def test_identifier_em_and_f1():
+    em, f1 = metrics.identifier_match("return self.x + y", "return self.x + z")
+    # identifiers [self, x, y] vs [self, x, z]: common 2, P = R = 2/3
+    assert em == 0.0 and f1 == pytest.approx(2 / 3)
+    assert metrics.identifier_match("if a: pass", "if a:  pass") == (1.0, 1.0)
+    assert metrics.identifiers("int n = count; // note", "java") == ["n", "count"]
+    assert metrics.identifiers("x = 'name' # comment") == ["x"]
+
+
+def test_balanced_score_is_the_seed_formula_over_means():
+    rows = [metrics.score("a = 1", "a = 1"), metrics.score("b = 2", "a = 1")]
+    overall = metrics.overall(rows)
+    es = (1.0 + metrics.edit_similarity("b = 2", "a = 1")) / 2
+    expected = (es / 0.7 + 0.5 / 0.25 + 0.5 / 0.55) / 3
+    assert overall["balanced_score"] == pytest.approx(expected)
+    # the per-task objective is normalised: mean x maximum = the seed's score
+    mean_balanced = sum(r["balanced"] for r in rows) / 2
+    assert mean_balanced * metrics.BALANCED_MAX == pytest.approx(expected)
+    assert metrics.BALANCED_MAX == pytest.approx((1 / 0.7 + 4 + 1 / 0.55) / 3)
+
+
+def test_cceval_mode_reproduces_its_comment_removal_defect():
+    # CrossCodeEval strips `//...` in every language: an integer division loses its divisor
+    assert metrics.cceval_exact_match("mid = (lo + hi) // 2", "mid = (lo + hi) // 3")
+    assert not metrics.exact_match("mid = (lo + hi) // 2", "mid = (lo + hi) // 3")
+    assert metrics.score("mid = (lo + hi) // 2", "mid = (lo + hi) // 3", mode="cceval")["em"] == 1
+    with pytest.raises(UserError):
+        metrics.FimEvaluator(mode="bogus")
+
+
+# ----- templates -----
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_renders_and_parses_back(family):
+    template = FAMILIES[family]
+    text = template.render("def f(x):\n    return {", "}\n")
+    assert template.parse(text) == ("def f(x):\n    return {", "}\n")
+    for sentinel in template.sentinels:
+        assert sentinel in text
+
+
+def test_known_formats():
+    assert FAMILIES["codellama"].render("P", "S") == "<PRE> P <SUF>S <MID>"
+    assert FAMILIES["codestral"].render("P", "S") == "[SUFFIX]S[PREFIX]P"
+    assert FAMILIES["deepseek"].render("P", "S") == "<｜fim▁begin｜>P<｜fim▁hole｜>S<｜fim▁end｜>"
+    custom = template_for("<A>{prefix}<B>{suffix}<C>")
+    assert custom.render("p", "s") == "<A>p<B>s<C>" and custom.sentinels == ("<A>", "<B>", "<C>")
+    with pytest.raises(UserError, match="did you mean 'qwen'"):
+        template_for("qwenn")
+
+
+def test_a_qwen_prompt_is_retemplated_for_deepseek():
+    family, prefix, suffix = parse_any("<|fim_prefix|>a = <|fim_suffix|>\nprint(a)<|fim_middle|>")
+    assert (family, prefix, suffix) == ("qwen", "a = ", "\nprint(a)")
+    assert FAMILIES["deepseek"].render(prefix, suffix) == \
+        "<｜fim▁begin｜>a = <｜fim▁hole｜>\nprint(a)<｜fim▁end｜>"
+
+
+# ----- data -----
+
+def _write(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_three_shapes_ids_and_crossfile(tmp_path):
+    path = _write(tmp_path / "tasks_java.jsonl", [
+        {"prompt": "<fim_prefix>int a = <fim_suffix>;<fim_middle>", "groundtruth": "1"},
+        {"task_id": "b", "prefix": "x = ", "suffix": "\n", "groundtruth": "2"},
+        {"prompt": "left ", "right_context": " right", "groundtruth": "3",
+         "metadata": {"task_id": "repo/3"}, "crossfile_context": {"text": "// other\n"}},
+    ])
+    rows = read_tasks(path, None, crossfile=True)
+    assert [r["task_id"] for r in rows] == ["1", "b", "repo/3"]
+    assert rows[0]["prefix"] == "int a = " and rows[0]["suffix"] == ";"
+    assert rows[2]["prefix"] == "// other\nleft "
+    assert rows[0]["language"] == "java"  # guessed from the file name
+    assert read_tasks(path, None, crossfile=False)[2]["prefix"] == "left "
+    tasks = FimDataset(path=str(path)).tasks("test")
+    assert tasks[1].prompt.prefix == "x = " and tasks[1].reference == "2"
+    assert tasks[1].success.objective == "em" and tasks[1].candidate_kind == "completion"
+    assert "\n\npublic " in tasks[1].stop
+
+
+@pytest.mark.parametrize("line, message", [
+    ("{not json", "malformed JSON"),
+    ('{"groundtruth": "x"}', "not a FIM task"),
+    ('{"prompt": "plain text", "groundtruth": "x"}', "no known FIM format"),
+    ('[1, 2]', "not a FIM task"),
+])
+def test_a_bad_line_is_one_clear_error(tmp_path, line, message):
+    path = _write(tmp_path / "t.jsonl", [{"prefix": "a", "suffix": "b", "groundtruth": "c"}, line])
+    with pytest.raises(UserError, match=rf"t.jsonl:2: .*{message}"):
+        read_tasks(path, None, False)
+
+
+# ----- builder -----
+
+@pytest.fixture
+def source_tree(tmp_path):
+    root = tmp_path / "src"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text(
+        "import os\n\n\ndef area(w, h):\n    # width times height\n    total = w * h\n"
+        "    if total < 0:\n        raise ValueError(total)\n    return total\n\n\n"
+        "def name(p):\n    base = os.path.basename(p)\n    stem, _ = os.path.splitext(base)\n"
+        "    return stem.upper()\n")
+    (root / "b.py").write_text(
+        "class Box:\n    def __init__(self, items):\n        self.items = list(items)\n"
+        "        self.size = len(self.items)\n\n    def first(self):\n"
+        "        return self.items[0] if self.items else None\n")
+    return root
+
+
+@pytest.mark.parametrize("kind", builder.KINDS)
+def test_builder_is_deterministic_and_middles_are_real_code(source_tree, kind):
+    one = builder.build_tasks(source_tree, kind, n=6, seed=3)
+    assert one == builder.build_tasks(source_tree, kind, n=6, seed=3)
+    assert one
+    for task in one:
+        original = (source_tree / task["metadata"]["file"]).read_text()
+        assert task["prefix"] + task["groundtruth"] + task["suffix"] in original + "\n"
+        assert task["groundtruth"].strip()
+        assert not task["groundtruth"].strip().startswith("#")
+        if kind == "multiline":
+            assert 2 <= task["groundtruth"].count("\n") + 1 <= 8
+
+
+def test_fim_build_command(source_tree, tmp_path):
+    out = tmp_path / "tasks.jsonl"
+    result = run_coral("fim", "build", str(source_tree), "--out", str(out), "--kind", "line",
+                       "--n", "3", env=coral_env())
+    assert result.returncode == 0, result.stderr
+    assert len(read_tasks(out, None, False)) == 3
+    bad = run_coral("fim", "build", str(tmp_path / "nope"), "--out", str(out), env=coral_env())
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a directory" in bad.stderr
+
+
+# ----- extraction -----
+
+def test_python_extraction_stops_at_the_line_end_and_the_suffix_echo():
+    # an inline middle: the suffix continues the line
+    assert extract_python("len(x))\nprint(1)", "y = max(", ")\n") == "len(x))"
+    reply = "    a = 1\n    b = 2\nreturn a\n"
+    assert extract_python(reply, "def f():\n", "\n    return a\n") == "    a = 1\n    b = 2"
+    assert extract_python("total = w * h\n\n\ndef other():", "    ", "\n") == "total = w * h"
+
+
+def test_java_and_statement_extraction():
+    assert extract_java("count + 1;\n    other();", "int n = ", ";\n") == "count + 1;"
+    assert extract_statement("foo(a,\n  b)\nbar()", "", "") == "foo(a,\n  b)"
+    assert extract_statement("x++; y++;", "", "", "java") == "x++;"
+
+
+# ----- the preset, end to end with the reference model -----
+
+def test_fim_preset_runs_the_grid_and_reference_is_perfect(source_tree, tmp_path):
+    assert PRESET["search"]["rank_by"] == "balanced"
+    tasks = tmp_path / "t.jsonl"
+    builder.write_jsonl(builder.build_tasks(source_tree, "line", n=5, seed=0), tasks)
+    config = tmp_path / "fim.toml"
+    config.write_text(f'[dataset.options]\npath = "{tasks}"\n[search.space]\n'
+                      '"model.temperature" = [0.1, 0.2]\n"model.max_new_tokens" = [16, 32]\n')
+    result = run_coral("run", "--plugin", "fim", "--config", str(config), "--out",
+                       str(tmp_path / "run"), "--json", "--model", "reference",
+                       env=coral_env(CORAL_CACHE_DIR=str(tmp_path / "cache")))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert len(summary["trials"]) == 4
+    assert summary["best"]["rank_by"] == "balanced"
+    assert all(value == 1.0 for value in summary["objectives"].values())
+    assert summary["pass_at_k"]["1"] == 1.0
+
+
+# ----- hf rendering with tiny tokenizers carrying each family's tokens -----
+
+def _tokenizer(tmp_path, sentinels):
+    tokenizers = pytest.importorskip("tokenizers")
+    from transformers import PreTrainedTokenizerFast
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["def f(x):\n    return x + 1\n"] * 10, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    if sentinels:
+        fast.add_special_tokens({"additional_special_tokens": list(sentinels)})
+    return fast
+
+
+@pytest.mark.parametrize("family", ["qwen", "deepseek", "starcoder", "codestral"])
+def test_hf_detects_family_and_renders(tmp_path, family):
+    from coral_plugins.models.hf.prompts import render_prompt, resolve_fim
+    from coral_core.types import Prompt
+    template = FAMILIES[family]
+    tok = _tokenizer(tmp_path, template.sentinels + template.stops[:1])
+    fim, stop_ids = resolve_fim(tok, None)
+    assert fim.name == family
+    text, _ = render_prompt(tok, Prompt(prefix="a = ", suffix="\n"), False, "hf:t", fim)
+    assert text == template.render("a = ", "\n")
+    for sentinel in template.sentinels:
+        assert len(tok(sentinel, add_special_tokens=False)["input_ids"]) == 1
+
+
+def test_hf_refuses_sentinels_that_are_not_special_tokens(tmp_path):
+    from coral_plugins.models.hf.prompts import check_supported, resolve_fim
+    from coral_core.types import Prompt
+    tok = _tokenizer(tmp_path, ())
+    assert resolve_fim(tok, None) == (None, set())
+    with pytest.raises(UserError, match="has no FIM template"):
+        check_supported(Prompt(prefix="a", suffix="b"), "hf:t", None)
+    with pytest.raises(UserError, match=re.escape("'<|fim_prefix|>' as one special token")):
+        resolve_fim(tok, "qwen", "hf:t")
+
+
+def test_hf_tiny_model_completes_infill_prompts(tmp_path):
+    pytest.importorskip("torch")
+    from tiny_model import build_tiny_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coral_core.types import GenerationRequest, Prompt, SamplingParams
+    from coral_plugins.models.hf.model import HFModel
+    directory = build_tiny_model(tmp_path / "tiny")
+    tok = AutoTokenizer.from_pretrained(directory)
+    tok.add_special_tokens({"additional_special_tokens": list(FAMILIES["qwen"].sentinels)})
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    model.resize_token_embeddings(len(tok))
+    tok.save_pretrained(directory)
+    model.save_pretrained(directory, safe_serialization=True)
+    hf = HFModel(str(directory), device="cpu")
+    assert hf.fim.name == "qwen"
+    request = GenerationRequest(Prompt(prefix="def f(x):\n    return ", suffix="\n"),
+                                SamplingParams(temperature=0.0, max_new_tokens=8, n=2))
+    [generations] = hf.generate([request])
+    assert len(generations) == 2 and all(isinstance(g.text, str) for g in generations)
+    ids = hf._encode(request.prompt)
+    assert ids[0] == tok.convert_tokens_to_ids("<|fim_prefix|>")
+    hf.close()

@@ -1,0 +1,211 @@
+"""`coral mutation run`: cosmic-ray's mutants and verdicts (checked against a real
+`cosmic-ray exec`), a real WorkDB, resume after kill -9, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cosmic_ray")
+
+BIN = Path(sys.executable).parent
+CORAL = [sys.executable, "-m", "coral_cli.app"]
+
+MODULE = '''\
+LIMIT = 10
+
+
+def clamp(x, high=LIMIT):
+    if x > high:
+        return high
+    return x
+
+
+def count_up(n):
+    i = 0
+    while i < n:
+        i += 1
+    return i
+
+
+def unused(a):
+    return -a
+'''
+
+TESTS = '''\
+from calc import clamp, count_up
+
+
+def test_clamp():
+    assert clamp(50) == 10
+    assert clamp(3) == 3
+
+
+def test_count():
+    assert count_up(3) == 3
+
+
+def test_quiet():
+    assert clamp(3) is not None
+'''
+
+
+def project(tmp_path: Path, module: str = MODULE, tests: str = TESTS) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "calc.py").write_text(module)
+    (tmp_path / "test_calc.py").write_text(tests)
+    return tmp_path
+
+
+def coral(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(CORAL + list(args), cwd=cwd, capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})), timeout=300)
+
+
+def verdicts(path: Path) -> dict:
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    with use_db(str(path), WorkDB.Mode.open) as db:
+        return {(Path(i.mutations[0].module_path).name, i.mutations[0].operator_name,
+                 i.mutations[0].occurrence): r.test_outcome.value
+                for i, r in db.completed_work_items}
+
+
+def test_verdicts_equal_cosmic_ray_exec(tmp_path):
+    ours = project(tmp_path / "ours")
+    theirs = project(tmp_path / "theirs")
+    (theirs / "cr.toml").write_text(
+        '[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = 2.0\nexcluded-modules = []\n'
+        f'test-command = "{sys.executable} -m pytest -x -q -p no:cacheprovider test_calc.py"\n'
+        '[cosmic-ray.distributor]\nname = "local"\n')
+    cosmic = str(BIN / "cosmic-ray")
+    subprocess.run([cosmic, "init", "cr.toml", "cr.sqlite"], cwd=theirs, check=True)
+    subprocess.run([cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=theirs, check=True)
+    done = coral(ours, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--workers", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    expected, got = verdicts(theirs / "cr.sqlite"), verdicts(ours / "s.sqlite")
+    assert got == expected
+    modes = {row["mode"] for row in summary["mutants"]}
+    assert {"swap", "reload", "uncovered"} <= modes  # every path is exercised
+    assert summary["counts"]["timeout"] >= 1  # `i += 0` never ends: killed by timeout
+    assert summary["counts"]["survived"] >= 1
+    killed = summary["counts"]["killed"]
+    assert summary["mutation_score"] == pytest.approx(
+        100 * killed / (killed + summary["counts"]["survived"]), abs=1e-3)
+    assert summary["mutation_num"] == len(expected)
+    # the kill matrix: test_quiet kills nothing, the timeout names the test that hung
+    assert summary["tests_killing_nothing"] == ["test_calc.py::test_quiet"]
+    hung = [row for row in summary["mutants"] if row["detail"] == "timeout"]
+    assert all(row["killed_by"] == ["test_calc.py::test_count"] for row in hung)
+    # the file was never rewritten, and cosmic-ray's own tools read the session
+    assert (ours / "calc.py").read_text() == MODULE
+    report = subprocess.run([str(BIN / "cr-report"), "s.sqlite"], cwd=ours,
+                            capture_output=True, text=True, check=True).stdout
+    assert f"complete: {len(expected)} (100.00%)" in report
+
+
+def test_resume_after_kill_redoes_nothing_finished(tmp_path):
+    root = project(tmp_path)
+    args = CORAL + ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                    "--session", "s.sqlite", "--workers", "1", "--json"]
+    process = subprocess.Popen(args, cwd=root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    finished = 0
+    while time.monotonic() < deadline and process.poll() is None:
+        if (root / "s.sqlite").exists():
+            try:
+                with sqlite3.connect(root / "s.sqlite") as db:
+                    finished = db.execute("SELECT count(*) FROM work_results").fetchone()[0]
+            except sqlite3.Error:
+                finished = 0
+            if finished >= 3:
+                break
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    with sqlite3.connect(root / "s.sqlite") as db:
+        before = dict(db.execute("SELECT job_id, seconds FROM coral_mutants WHERE job_id IN "
+                                 "(SELECT job_id FROM work_results)"))
+    assert before
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--resume", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["completed"] == summary["mutation_num"]
+    with sqlite3.connect(root / "s.sqlite") as db:
+        after = dict(db.execute("SELECT job_id, seconds FROM coral_mutants"))
+    assert {job: after[job] for job in before} == before  # finished ones were not redone
+    fresh = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                  "--session", "fresh.sqlite", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    assert verdicts(root / "fresh.sqlite") == verdicts(root / "s.sqlite")
+
+
+@pytest.mark.parametrize("module,tests,args,message", [
+    ("import nonexistent_pkg\n" + MODULE, TESTS, (), "do not import"),
+    (MODULE, TESTS.replace("== 10", "== 11"), (), "test_calc.py::test_clamp"),
+    (MODULE, "def helper():\n    pass\n", (), "no tests collected"),
+    (MODULE, TESTS, ("--module", "/etc/hostname"), "outside the project"),
+    (MODULE, TESTS, ("--timeout-mode", "fast"), "--timeout-mode"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, module, tests, args, message):
+    root = project(tmp_path, module, tests)
+    argv = ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py"]
+    if args and args[0] == "--module":
+        argv[3] = args[1]
+    elif args:
+        argv += list(args)
+    done = coral(root, *argv)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert (root / "calc.py").read_text() == module
+
+
+def test_skip_mutation_reports_unavailable(tmp_path):
+    root = project(tmp_path)
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--json", env={"SKIP_MUTATION": "true"})
+    summary = json.loads(done.stdout)
+    assert done.returncode == 0
+    assert (summary["mutation_score"], summary["mutation_num"],
+            summary["mutation_uncertainty"]) == (-1.0, -1, -1.0)
+
+
+def test_gate_reasons_and_critique():
+    from coral_plugins.evaluators.mutation.gate import BELOW, UNAVAILABLE, gate
+
+    assert gate(90.0, 80.0) == {"passed": True, "reasons": [], "critique": []}
+    low = gate(40.0, 80.0)
+    assert low["reasons"] == [BELOW]
+    assert low["critique"] == ["Improve mutation score from 40.00% toward 80.00%."]
+    assert gate(-1.0, 80.0)["reasons"] == [UNAVAILABLE]
+    assert gate(-1.0, 0.0)["passed"]
+
+
+def test_intervals_cr_rate_and_corrected():
+    from types import SimpleNamespace
+
+    from coral_plugins.evaluators.mutation.score import summarize
+
+    def result(outcome):
+        return SimpleNamespace(test_outcome=outcome, worker_outcome="normal", output="",
+                               is_killed=outcome != "survived")
+
+    results = {str(i): result("killed" if i < 6 else "survived") for i in range(10)}
+    summary = summarize(results, 40)  # 10 of 40 sampled, 40% survival
+    spread = (40 * 60 / 10) ** 0.5 * 1.96
+    assert summary["mutation_uncertainty"] == pytest.approx(spread * (1 - 0.5), abs=1e-3)
+    assert summary["mutation_uncertainty_fpc"] == pytest.approx(spread * 0.75 ** 0.5, abs=1e-3)
+    assert summary["mutation_score"] == pytest.approx(60.0)
