@@ -4,7 +4,8 @@
 
 Prints, for one problem (bitcount, 9 tests), distinct candidates per second and ms per
 candidate for:
-  - Coral's pre-warmed sandbox, tests only, and with all five objectives;
+  - Coral's pre-warmed sandbox, tests only, and with all five objectives (flake8, bandit
+    and parsing in the sandbox's analysis workers);
   - a fresh `python -I` process per candidate, and a fresh one inside bubblewrap;
   - unsafe in-process exec (no isolation at all: the floor);
 then `coral evaluate --candidate-dir` on 200 distinct candidates (CLI start-up included),
@@ -101,7 +102,10 @@ def bench_coral_all_objectives(task, codes, workers) -> float:
     config = merge(PRESET, {"execution": {"workers": workers}})
     scoring = build_scoring(ScoringBlueprint.of(config))
     try:
-        scoring.scorer.score(Candidate(task, task.reference))  # warm flake8, bandit, reference
+        # warm every slot and every analysis worker (flake8, bandit), and the reference
+        warm = [task.reference + f"\n#warm {i}" for i in range(workers * 2)]
+        with ThreadPoolExecutor(workers * 2) as pool:
+            list(pool.map(lambda c: scoring.scorer.score(Candidate(task, c)), warm))
         started = time.perf_counter()
         with ThreadPoolExecutor(workers * 2) as pool:
             scored = list(pool.map(lambda c: scoring.scorer.score(Candidate(task, c)), codes))
