@@ -27,6 +27,7 @@ def scorer(data_dir):
     evaluators = [TestsEvaluator(), StyleEvaluator(), SecurityEvaluator(), SyntaxEvaluator(),
                   RuntimeEvaluator()]
     yield Scorer(evaluators, context, WEIGHTS, gate="syntax")
+    context.close()
     sandbox.close()
 
 
@@ -137,3 +138,18 @@ def test_relative_timeouts_follow_the_reference(data_dir):
     assert {o.status for o in execution.outcomes} == {"timeout"}
     # each test stopped at its own 0.2 s of CPU time, not at the 5 s policy limit
     assert {o.detail for o in execution.outcomes} == {"timed out after 0.2 s of CPU time"}
+
+
+def test_linters_work_without_bubblewrap_too(gcd):
+    """The analysis workers run as the sandbox user without bubblewrap as well (their
+    plugins are loaded before they drop privileges)."""
+    code = "import os\ndef gcd(a,b):\n  eval(str(b))\n  return a if b==0 else gcd(b,a%b)\n"
+    with Sandbox(SandboxPolicy(isolation="none"), workers=1) as sandbox:
+        context = ExecutionContext(sandbox)
+        style = StyleEvaluator(max_line_length=100, select=["E", "F"]).evaluate(
+            Candidate(gcd, code), context)
+        security = SecurityEvaluator().evaluate(Candidate(gcd, code), context)
+        syntax = SyntaxEvaluator().evaluate(Candidate(gcd, code), context)
+    assert {"F401", "E111"} <= set(style.details["codes"]), style.details
+    assert security.details["medium"] >= 1, security.details
+    assert syntax.objectives["syntax"] == 0.9

@@ -60,6 +60,7 @@ def scorer(data_dir):
     evaluators = [TestsEvaluator(), StyleEvaluator(), SecurityEvaluator(), SyntaxEvaluator(),
                   RuntimeEvaluator()]
     yield Scorer(evaluators, context)  # no gate: each objective is seen on its own
+    context.close()
     sandbox.close()
 
 

@@ -108,8 +108,22 @@ class _Slot:
         if _EXITING.is_set():
             raise RuntimeError("Python is exiting")
         _LIVE.add(self)
-        policy = self.sandbox.policy
         self._make_cgroup()
+        try:
+            self._start()
+        except WorkerDied:
+            if self.cgroup is None:
+                raise
+            # A group we could make but not enter (some containers): go on without it.
+            self.stop()
+            self.cgroup.remove()
+            self.cgroup = None
+            warn_once("cgroup", "the sandbox worker could not enter its cgroup: a "
+                      "candidate's memory limit is sampled instead; see docs/sandbox.md")
+            self._start()
+
+    def _start(self) -> None:
+        policy = self.sandbox.policy
         options = policy.worker_options(memory_cgroup=self.cgroup is not None)
         if self.sandbox.isolated:
             command = bwrap_command(policy, sys.executable, "worker", options)

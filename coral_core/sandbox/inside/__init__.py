@@ -1,4 +1,6 @@
-"""What runs inside the sandbox: the pre-warmed worker and the candidate's child process.
+"""What runs inside the sandbox: the pre-warmed worker and the candidate's child process
+(standard library only), and the analysis worker (`lint`, the one module that imports
+third-party packages: flake8 and bandit; it never runs candidate code).
 
-Standard library only; bound read-only into the sandbox as the package `coral_inside`.
+Bound read-only into the sandbox as the package `coral_inside`.
 """

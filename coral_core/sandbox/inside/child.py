@@ -19,7 +19,7 @@ from .encoding import Unrepresentable, encode
 from .privileges import drop_fully, prefer_as_oom_victim
 from .processes import IS_INIT
 
-FILTER = []  # the seccomp filter the worker prepared (seccomp.Filter), if any
+FILTERED = []  # [True] once the worker (and so every child) runs under the seccomp filter
 
 
 def _write_all(fd, data):
@@ -63,7 +63,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
     try:
         prefer_as_oom_victim()
         drop_fully()
-        if not FILTER:  # with it, no candidate can touch a keyring at all
+        if not FILTERED:  # with it, no candidate can touch a keyring at all
             keyrings.clear_user_keyrings()  # after the drop: they are the real uid's
             keyrings.leave_shared_session()  # and not the host's session keyring
         job = _read_job(body_fd)
@@ -82,8 +82,6 @@ def run_child(control, first, result_fd, scratch, body_fd):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         _apply_limits(control["limits"])
-        if FILTER and not FILTER[0].install():
-            os._exit(71)
     except BaseException:  # nothing sensible left to do
         os._exit(70)
 

@@ -81,6 +81,11 @@ class Linters:
         self._guides = {}
         self.memfd = os.memfd_create("coral-lint", os.MFD_CLOEXEC)
         self.path = "/proc/self/fd/%d" % self.memfd
+        # Once, before the worker drops its privileges: the linters import their plugins
+        # (and those their modules) on first use, from files the sandbox user may not read.
+        self.load(b"import os\n")
+        self.flake8({"max_line_length": 79})
+        self.bandit()
 
     def load(self, data):
         os.ftruncate(self.memfd, 0)

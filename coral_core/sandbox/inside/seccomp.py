@@ -16,9 +16,11 @@ What it refuses (EPERM, or ENOSYS for clone3 so that the C library falls back to
 - memfd_create altogether where the slot has no memory cgroup: a memfd's pages belong to no
   process, so only a cgroup counts them.
 
-Built once in the worker (standard library only: ctypes and struct); installing it in a
-child is one prctl call. Linux on x86_64 and aarch64; elsewhere no filter is installed and
-the worker says so at start-up.
+Installed once in the worker, after it has emptied the sandbox user's keyrings, and so
+inherited by every child it forks (standard library only: ctypes and struct). The worker
+itself needs none of what it refuses: with the filter no job can create an IPC object or a
+key, so there is nothing of that kind to remove, and the job memfd is made before. Linux on
+x86_64 and aarch64; elsewhere no filter is installed and the worker says so at start-up.
 """
 
 from __future__ import annotations
@@ -122,21 +124,14 @@ class Filter:
         return lib.prctl(22, 2, self._pointer, 0, 0) == 0  # PR_SET_SECCOMP, MODE_FILTER
 
 
-def prepare(allow_memfd=True):
-    """The filter for this machine, checked to install in a throw-away child; None where
-    seccomp filters are not available (the worker then reports it)."""
+def install(allow_memfd=True):
+    """Install the filter for this machine in this process (the worker, once: every child
+    inherits it, where installing it per child would cost half a millisecond each); True when
+    it is in place, False where seccomp filters are not available (the worker reports it)."""
     program = build(allow_memfd=allow_memfd)
     if program is None:
-        return None
+        return False
     try:
-        candidate = Filter(program)
+        return Filter(program).install()
     except (ImportError, OSError, AttributeError):
-        return None
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os._exit(0 if candidate.install() else 1)
-        except BaseException:
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return candidate if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None
+        return False

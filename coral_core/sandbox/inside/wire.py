@@ -3,10 +3,10 @@
 Host -> worker, per job: a 24-byte head (b"%011d %011d\\n": control and body lengths), the
 control JSON (job id, step count, timeouts, limits: nothing of the candidate), then the body
 JSON (the candidate's code, the support modules, the steps and their inputs). The worker
-reads the head and the control with exact, unbuffered reads, and moves the body into a
+reads the head and the control with exact, unbuffered reads, and moves the body into its
 memfd with splice(2): the body never enters the worker's memory, and nothing after it (the
 next job, which the host may already have written) is ever read ahead. Each child of the job
-reads the memfd: exactly its own job, and nothing else.
+reads the memfd: exactly its own job, and nothing else (it is emptied for the next job).
 
 Worker -> host: frames of one kind byte, a 4-byte big-endian length and the payload:
   H hello (JSON)      R a recorded value (the child's JSON text, forwarded as it came)
@@ -52,10 +52,12 @@ def next_request(fd):
     return json.loads(read_exact(fd, control_size)), body_size
 
 
-def body_file(fd, size, pad):
-    """Move the next `size` bytes of `fd` into a new memfd, with splice(2) where the kernel
-    allows it (the bytes never reach this process), else through the scratchpad (wiped)."""
-    memfd = os.memfd_create("coral-job", os.MFD_CLOEXEC)
+def body_file(fd, size, pad, memfd):
+    """Move the next `size` bytes of `fd` into `memfd` (emptied first: one memfd serves every
+    job, made before the seccomp filter), with splice(2) where the kernel allows it (the bytes
+    never reach this process), else through the scratchpad (wiped)."""
+    os.ftruncate(memfd, 0)
+    os.lseek(memfd, 0, os.SEEK_SET)
     moved = 0
     try:
         while moved < size:

@@ -52,15 +52,15 @@ _R, _X, _L, _E = b"RXLE"
 class Job:
     """Relays one job's children and enforces its deadlines."""
 
-    def __init__(self, control, body, scratch, frames, pad, writable=(), janitor=False):
+    def __init__(self, control, body, scratch, frames, pad, writable=(), filtered=False):
         self.writable = writable
+        self.filtered = filtered  # nothing of a job can outlive it but files then
         self.id = control["id"]
         self.control = control
         self.body = body
         self.scratch = scratch
         self.frames = frames
         self.pad = pad
-        self.janitor = janitor
         self.steps = control["steps"]
         self.timeouts = control["timeouts"]
         self.limits = control["limits"]
@@ -87,9 +87,10 @@ class Job:
             for root in self.writable:
                 cleanup.clean(root)
             if processes.IS_INIT:
-                cleanup.remove_ipc()
                 cleanup.remove_mqueues()
-            if self.janitor:
+            if not self.filtered:  # under the filter no job can create either
+                if processes.IS_INIT:
+                    cleanup.remove_ipc()
                 keyrings.janitor()
             self.pad.wipe()
         except BaseException:
@@ -286,17 +287,17 @@ def main(argv):
         drop_privileges(*ids)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler would let children signal PID 1
     die_with_parent()  # changing uids cleared bubblewrap's --die-with-parent
-    if options.get("filter", True):
-        prepared = seccomp.prepare(allow_memfd=bool(options.get("memory_cgroup")))
-        if prepared is not None:
-            child.FILTER.append(prepared)
     keyrings.janitor()  # whatever an earlier run left in the sandbox user's keyrings
+    memfd = os.memfd_create("coral-job", os.MFD_CLOEXEC)  # every job's body, in turn
+    if options.get("filter", True) and seccomp.install(bool(options.get("memory_cgroup"))):
+        child.FILTERED.append(True)
+    filtered = bool(child.FILTERED)
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # consumed by sigtimedwait
     pad = Scratchpad(LINE_SLACK + (1 << 20))
     frames = wire.Frames(1)
     gc.freeze()  # children inherit these objects: the collector must not touch (and copy) them
     frames.json(b"H", {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
-                       "filter": bool(child.FILTER)})
+                       "filter": filtered})
     scratch = os.path.join(scratch_root, "job")
     while True:
         request = wire.next_request(0)
@@ -304,8 +305,6 @@ def main(argv):
             return
         control, size = request
         pad.ensure(control["limits"]["record_bytes"] + LINE_SLACK)
-        body = wire.body_file(0, size, pad)
-        try:
-            Job(control, body, scratch, frames, pad, writable, janitor=not child.FILTER).run()
-        finally:
-            os.close(body)
+        body = wire.body_file(0, size, pad, memfd)
+        Job(control, body, scratch, frames, pad, writable, filtered).run()
+        os.ftruncate(memfd, 0)  # the job's pages go back to the kernel

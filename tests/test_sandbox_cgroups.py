@@ -1,0 +1,93 @@
+"""The memory and pids cgroup of each sandbox slot (issue 7, class 4): made under Coral's own
+cgroup where that is writable, with the limits of the policy, entered by the worker before
+the sandbox starts, removed when the sandbox closes, and never a reason for a job to fail."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy
+from coral_core.sandbox import cgroups
+from coral_core.sandbox.cgroups import SlotCgroup
+from coral_plugins.datasets.quixbugs import QuixBugs
+
+POLICY = SandboxPolicy(timeout=2.0, memory_mb=200, max_processes=20)
+
+
+def _writable() -> bool:
+    group = SlotCgroup.create(cgroups.slot_name(0), 64 << 20, 8)
+    if group is None:
+        return False
+    group.remove()
+    return True
+
+
+pytestmark = pytest.mark.skipif(not _writable(), reason="no writable cgroup here")
+
+
+@pytest.fixture(scope="module")
+def task(data_dir):
+    return QuixBugs(data_dir=str(data_dir)).task("gcd")
+
+
+def _groups() -> list[Path]:
+    """Our slots' groups in every hierarchy we use."""
+    mounts, own = cgroups._mounts(), cgroups._own_paths()
+    found = []
+    for controller in ("memory", "pids", "unified"):
+        if controller in mounts and controller in own:
+            parent = mounts[controller] / own[controller].lstrip("/")
+            found += sorted(parent.glob(f"coral-{os.getpid()}-*"))
+    return found
+
+
+def test_each_slot_runs_inside_a_group_with_the_policy_limits(task):
+    before = set(_groups())  # other sandboxes of this process may still be open
+    with Sandbox(POLICY, workers=1) as sandbox:
+        result = sandbox.run(Job.build(task.execution, task.reference, POLICY))
+        assert {s.status for s in result.steps} == {"ok"}
+        groups = set(_groups()) - before
+        assert groups, "no cgroup was made for the slot"
+        for group in groups:
+            procs = (group / "cgroup.procs").read_text().split()
+            assert procs, f"{group} holds no process: the worker runs outside it"
+            if (group / "memory.limit_in_bytes").exists():
+                assert int((group / "memory.limit_in_bytes").read_text()) == (200 + 64) << 20
+            if (group / "memory.max").exists():
+                assert int((group / "memory.max").read_text()) == (200 + 64) << 20
+            if (group / "pids.max").exists():
+                assert (group / "pids.max").read_text().strip() == "28"
+    assert set(_groups()) - before == set(), "the slot's cgroups outlived the sandbox"
+
+
+def test_a_group_that_cannot_be_entered_is_dropped_not_fatal(task, monkeypatch):
+    before = set(_groups())
+    monkeypatch.setattr(SlotCgroup, "wrap", lambda self, command: ["/bin/sh", "-c", "exit 111"])
+    with Sandbox(POLICY, workers=1) as sandbox:
+        result = sandbox.run(Job.build(task.execution, task.reference, POLICY))
+        assert {s.status for s in result.steps} == {"ok"}, result
+    assert set(_groups()) - before == set()
+
+
+def test_groups_of_a_coral_process_that_died_are_removed(task):
+    """A Coral process killed with SIGKILL cannot remove its groups: the next one does."""
+    mounts, own = cgroups._mounts(), cgroups._own_paths()
+    controller = "memory" if "memory" in mounts else "unified"
+    parent = mounts[controller] / own[controller].lstrip("/")
+    dead = 2 ** 22 + 12345  # above pid_max on most machines: no such process
+    while Path(f"/proc/{dead}").exists():
+        dead += 1
+    stale = parent / f"coral-{dead}-1-0"
+    stale.mkdir()
+    try:
+        policy = replace(POLICY, isolation="none")
+        with Sandbox(policy, workers=1) as sandbox:
+            sandbox.run(Job.build(task.execution, task.reference, policy))
+        assert not stale.exists()
+    finally:
+        if stale.exists():
+            stale.rmdir()
