@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from .factories import Scoring
 from .errors import UserError
 from .protocols import Dataset
 from .types import Candidate, Task
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,18 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
     """The `coral evaluate --json` contract for one candidate (details that name the
     loaded module name the user's file `path` instead)."""
     candidate = Candidate(task, code)
-    scored = scoring.scorer.score(candidate)
-    execution = scoring.context.execution(candidate)
+    try:
+        scored = scoring.scorer.score(candidate)
+        execution = scoring.context.execution(candidate)
+    except UserError:
+        raise
+    except Exception as error:  # one plugin's failure on one file must not lose the batch
+        log.warning("scoring %s failed: %s", path or task.id, error, exc_info=True)
+        return {"problem": task.id, "passed": False,
+                "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
+                "outcomes": [], "objectives": {}, "fitness": 0.0,
+                "seen_in_training": task.seen_in_training, "sandboxed": None,
+                "error": " ".join(f"{type(error).__name__}: {error}".split())[:300]}
     return {
         "problem": task.id,
         "passed": bool(scored.passed),

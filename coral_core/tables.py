@@ -69,7 +69,12 @@ def fit(grid: Grid, width: int) -> list[Grid] | None:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|") or " "
+    return " ".join(printable(text).split()).replace("|", "\\|") or " "
+
+
+def printable(text: str) -> str:
+    """Control characters (terminal escapes a candidate printed) shown as escapes."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
 
 
 def markdown(grid: Grid) -> str:
@@ -78,7 +83,7 @@ def markdown(grid: Grid) -> str:
     body = [[_cell(text) for text in row] for row in grid.rows]
     widths = [max(3, *(len(cells[i]) for cells in [header, *body]))
               for i in range(len(header))]
-    lines = [grid.title, ""] if grid.title else []
+    lines = [printable(grid.title), ""] if grid.title else []
     lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(header, widths)) + " |")
     lines.append("|" + "|".join(("-" * (w + 1) + ":") if c.align == "right" else "-" * (w + 2)
                                 for c, w in zip(grid.columns, widths)) + "|")
@@ -87,7 +92,7 @@ def markdown(grid: Grid) -> str:
             cell.rjust(w) if column.align == "right" else cell.ljust(w)
             for cell, column, w in zip(cells, grid.columns, widths)) + " |")
     if grid.caption:
-        lines += ["", grid.caption]
+        lines += ["", printable(grid.caption)]
     return "\n".join(lines) + "\n"
 
 
