@@ -2,8 +2,10 @@
 
 The command runs in a child interpreter through `coral_cli.app.main`, exactly as the
 console script does; on its way out the child writes its own peak resident set size
-(`resource.getrusage`, RUSAGE_SELF: the coral process only, not the sandbox workers or
-helpers it starts) to a file that the test reads. stdout and stderr are what a user sees.
+(VmHWM in /proc/self/status: the coral process only, not the sandbox workers or helpers
+it starts) to a file that the test reads. Not getrusage's ru_maxrss: after a vfork+exec it
+keeps the parent's peak (the pytest process that launched it), which has nothing to do with
+the command. stdout and stderr are what a user sees.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _WRAPPER = """
-import json, resource, sys
+import json, sys
 out = sys.argv[1]
 try:
     from coral_cli.app import main
     main(sys.argv[2:])
 finally:
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
     with open(out, "w") as handle:
-        json.dump({"maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}, handle)
+        json.dump({"maxrss_kib": peak}, handle)
 """
 
 
