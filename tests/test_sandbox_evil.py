@@ -1686,7 +1686,7 @@ SIBLING_AFTER = _SIBLING_CODE
 # its own memory (a fork of the worker), the interpreter's objects, every descriptor it
 # inherited (the pipe from the host holds the next job), the worker's /proc entries, disk.
 THIEF = r'''
-import ctypes, gc, os, re, stat, time
+import ctypes, gc, os, re, stat, sys, time
 _MARK, _END = ("coral-sib" + "ling-@RUN@").encode(), ("end-sib" + "ling-@RUN@").encode()
 _PAIR = re.compile(rb"\[\[(-?\d+)\],\s*(-?\d+)\]")
 _FOUND, _ANSWERS, _SOLVERS = [], {}, []
@@ -1762,8 +1762,12 @@ def _search():
                 os.close(handle)
             except OSError:
                 pass
+    # the interpreter's own read-only tree may lie under /tmp (a venv there): not a sibling's
+    mine = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
     for top in (".", "/tmp", "/dev/shm", "/var/tmp", "/dev/mqueue"):
-        for root, _, files in os.walk(top):
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs
+                       if not os.path.realpath(os.path.join(root, d)).startswith(mine)]
             for name in files:
                 try:
                     with open(os.path.join(root, name), "rb") as handle:
