@@ -17,8 +17,6 @@ from typing import Any, Mapping
 # these share one loaded model (an adapter is applied per request batch, on the same base).
 PER_REQUEST_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty",
                     "stop", "batch_size", "adapter")
-# Keys that relocate a run without changing what it computes.
-RELOCATABLE = (("dataset", "data_dir"), ("model", "base_url"), ("run", "out"))
 
 
 def _digest(value: Any) -> str:

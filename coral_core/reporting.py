@@ -34,18 +34,19 @@ def load_report(run_dir: Path) -> dict[str, Any]:
             return {**summary, "status": status}
         config = read_config(run_dir)
         seed = config["run"]["seed"]
+        stored = store.trials()
+        held = {t.trial: (store.tasks(t.trial), store.evaluations(t.trial)) for t in stored}
         trials = [t if t.status == "finished" else replace(  # what it holds so far
-            t, result=summarize(store.tasks(t.trial), store.evaluations(t.trial), seed))
-            for t in store.trials()]
+            t, result=summarize(*held[t.trial], seed)) for t in stored]
         summary = build_summary(RunInfo(run_dir, config, resumed=False), trials,
                                 config["search"]["rank_by"], partial=True,
                                 hook_errors=hook_errors(store), status=status)
         pid = holder(run_dir)
         counts = {"trials": len(trials),
                   "trials_finished": sum(t.status == "finished" for t in trials),
-                  "samples_wanted": sum(len(store.tasks(t.trial)) for t in trials)
+                  "samples_wanted": sum(len(tasks) for tasks, _ in held.values())
                   * config["run"]["samples"],
-                  "samples_scored": sum(len(store.evaluations(t.trial)) for t in trials)}
+                  "samples_scored": sum(len(scores) for _, scores in held.values())}
         return {**summary, "status": status, "partial": True, "counts": counts,
                 "process_alive": pid is not None, "pid": pid if pid and pid > 0 else None}
     finally:
