@@ -17,7 +17,7 @@ from coral_core.result_tables import number, summary_grid
 from coral_core.samples import read_samples, score_samples
 from coral_core.tables import Column, Grid
 
-from .output import print_json, show
+from .output import print_json, reserve_stdout, show
 
 
 def evaluate(
@@ -41,6 +41,8 @@ def evaluate(
     json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Score candidate programs; exit 0 whether or not they pass."""
+    if json_output:
+        reserve_stdout()  # nothing but the document may reach stdout
     given = [flag for flag, value in (("--candidate", candidate), ("--candidate-dir",
                                       candidate_dir), ("--samples", samples)) if value]
     if len(given) != 1:

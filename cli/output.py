@@ -3,7 +3,9 @@ JSON with --json. Tables are never truncated (see coral_core.tables)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sys
 from typing import Any, Mapping
 
@@ -21,9 +23,26 @@ stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
-def print_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2) + "\n")
+_document: io.TextIOBase | None = None  # the real stdout, once reserved for the document
+
+
+def reserve_stdout() -> None:
+    """--json promises one JSON document on stdout. From here on, anything else written to
+    file descriptor 1 (a library's print, a C extension, a process started now such as a
+    local Ray's raylet) goes to stderr; print_json writes to the real stdout."""
+    global _document
+    if _document is not None:
+        return
     sys.stdout.flush()
+    _document = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
+def print_json(document: Any) -> None:
+    stream = _document or sys.stdout
+    stream.write(json.dumps(document, indent=2) + "\n")
+    stream.flush()
 
 
 def show(grid: Grid, console: Console | None = None) -> None:

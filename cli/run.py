@@ -12,7 +12,7 @@ from coral_core import launch
 from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
 from coral_core.runner import Interrupted, check_run, execute, prepare
 
-from .output import note, print_json, show_results
+from .output import note, print_json, reserve_stdout, show_results
 from .progress import progress_for
 
 
@@ -89,6 +89,8 @@ def run(
         False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
+    if json_output:
+        reserve_stdout()  # nothing but the summary may reach stdout
     flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
                  problems=launch.split_list(problems), limit=limit, temperature=temperature,
                  top_p=top_p, max_new_tokens=max_new_tokens, out=out, executor=executor,

@@ -68,6 +68,10 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "execution": {
         "executor": ("str", None), "ray_address": ("str", None),
         "workers": ("int", lambda v: v >= 0 or "must be >= 0 (0 = one per core)"),
+        "generation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
+                              "(0 = one per GPU, or one without GPUs)"),
+        "evaluation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
+                              "(0 = one per node)"),
         "test_timeout": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
         "timeout_factor": ("float", lambda v: 0 <= v <= 1e6 or "must be in [0, 1e6] (0 = off)"),
         "timeout_floor": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
@@ -96,7 +100,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "search": {"strategy": "single", "rank_by": "fitness", "space": {}, "budget": 0,
                "options": {}},
     "execution": {
-        "executor": "local", "ray_address": "", "workers": 0, "test_timeout": 5.0,
+        "executor": "local", "ray_address": "", "workers": 0, "generation_actors": 0,
+        "evaluation_actors": 0, "test_timeout": 5.0,
         "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
     },
     "run": {"samples": 10, "seed": 0, "out": "", "fail_fast": False},
@@ -115,6 +120,8 @@ FIXED = {
     "execution.executor": "it says where the work runs, not what it computes",
     "execution.ray_address": "it says where the work runs, not what it computes",
     "execution.workers": "it sets the resources a run uses, not what it computes",
+    "execution.generation_actors": "it sets the resources a run uses, not what it computes",
+    "execution.evaluation_actors": "it sets the resources a run uses, not what it computes",
     "dataset.data_dir": "it relocates the data, not what is computed",
     "model.base_url": "it relocates the server, not what is computed",
 }

@@ -59,6 +59,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.search.random",
     "coral_plugins.search.evolution",
     "coral_core.executors.local",
+    "coral_plugins.executors.ray",
 )
 
 KINDS = ("datasets", "models", "evaluators", "search_strategies", "executors", "experiments")

@@ -152,25 +152,28 @@ class TrialRun:
         return result
 
     def _drive(self, batches: list[list[tuple[Task, int]]]) -> None:
-        """Generate batch after batch on a helper thread; record whatever completes."""
-        pool = ThreadPoolExecutor(1, thread_name_prefix="coral-generate")
+        """Generate on helper threads, as many batches at once as the executor has
+        generation slots (one for `local`; one per actor for `ray`); record whatever
+        completes. Batches are cut the same way whatever the executor, so a model that
+        batches gets the same batches, and the same samples, everywhere."""
+        slots = max(1, int(getattr(self.executor, "generation_slots", 1) or 1))
+        pool = ThreadPoolExecutor(slots, thread_name_prefix="coral-generate")
         try:
-            generating: tuple[Future, list[tuple[Task, int]], list[GenerationRequest]] | None
-            generating = None
+            generating: dict[Future, tuple[list[tuple[Task, int]], list[GenerationRequest]]]
+            generating = {}
             queue = list(batches)
             while True:
-                if generating is None and queue:
+                while len(generating) < slots and queue:
                     chunk = queue.pop(0)
                     requests = [self.request(task, i) for task, i in chunk]
                     future = pool.submit(self.executor.generate, self.plan.model, requests)
-                    generating = (future, chunk, requests)
-                if generating is None and not self.pending:
+                    generating[future] = (chunk, requests)
+                if not generating and not self.pending:
                     return
-                waiting = list(self.pending) + ([generating[0]] if generating else [])
-                done, _ = wait(waiting, return_when=FIRST_COMPLETED)
-                if generating is not None and generating[0] in done:
-                    future, chunk, requests = generating
-                    generating = None
+                done, _ = wait(list(self.pending) + list(generating),
+                               return_when=FIRST_COMPLETED)
+                for future in [f for f in generating if f in done]:
+                    chunk, requests = generating.pop(future)
                     outputs = future.result()
                     self._note("generate", "")
                     for task, record in self._store_generations(chunk, requests, outputs):

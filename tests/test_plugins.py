@@ -289,7 +289,7 @@ def test_a_disabled_name_that_matches_no_plugin_is_warned_about(caplog, monkeypa
         registry = plugins.registry()
     assert "local" in registry.names("executors")
     assert ("CORAL_DISABLE_PLUGINS names 'coral_core.executors.locl', which matches no plugin "
-            "(did you mean 'coral_core.executors.local'?)") in caplog.text
+            "(did you mean 'coral_core.executors.local'") in caplog.text
 
 
 def test_unknown_names_get_a_did_you_mean():

@@ -546,6 +546,7 @@ def attack(sandbox: Sandbox, world: World, kind: "Kind", bwrap: bool = True) -> 
 def _attack(sandbox: Sandbox, world: World, kind: "Kind", bwrap: bool,
             workers_before: set[int]) -> ExecutionResult:
     sampler = Sampler(memory=kind.memory) if kind.sample else None
+    started_before = sandbox.workers_started
     if kind.before is not None:  # a sibling in the same slot, just before
         _, first, _ = score(sandbox, world, kind.name + " (sibling before)", kind.before)
         assert all(s.status == "ok" for s in first.steps), first
@@ -577,6 +578,10 @@ def _attack(sandbox: Sandbox, world: World, kind: "Kind", bwrap: bool,
     _assert_old_workers_gone(kind.name, workers_before)
     if bwrap and not kind.may_kill_worker:  # checked after the next job: it may die cleaning up
         workers_after, _ = _sandbox_procs()
+        assert sandbox.workers_started == started_before, (
+            f"[{kind.name}] the sandbox worker did not survive the candidate: "
+            f"{sandbox.workers_started - started_before} started since; load error "
+            f"{result.load_error!r}, steps {[s.detail for s in result.steps][:2]}")
         assert workers_after == workers_before, (
             f"[{kind.name}] the sandbox worker did not survive the candidate "
             f"(workers before {sorted(workers_before)}, after {sorted(workers_after)}); "

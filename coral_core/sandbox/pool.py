@@ -109,6 +109,7 @@ class _Slot:
             raise RuntimeError("Python is exiting")
         _LIVE.add(self)
         self._make_cgroup()
+        self.sandbox.count_start()
         try:
             self._start()
         except WorkerDied:
@@ -255,6 +256,17 @@ class Sandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._analyzer: Analyzer | None = None
+        self._started = 0
+
+    @property
+    def workers_started(self) -> int:
+        """Worker processes started so far: one per slot when all is well; more means some
+        died or stopped answering and were replaced (the log says why)."""
+        return self._started
+
+    def count_start(self) -> None:
+        with self._lock:
+            self._started += 1
 
     def _choose_isolation(self) -> bool:
         """bubblewrap where it works. CORAL_REQUIRE_BWRAP=1 (set by CI) makes "auto" mean

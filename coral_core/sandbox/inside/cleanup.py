@@ -30,10 +30,46 @@ def send_tail(path, limit, pad, frames, kind):
         os.close(fd)
 
 
-def _clean_quickly(root):
+def mounts_within(roots, table="/proc/self/mountinfo"):
+    """What cleaning must leave in the writable places: the mount points inside them and the
+    folders that lead there. bubblewrap binds the interpreter's tree where it lives, so a
+    virtual environment under /tmp appears inside the sandbox's own /tmp (read-only); read
+    once at start, before any job (a job cannot add a mount this process sees)."""
+    keep = {}
+    try:
+        with open(table, "rb") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return keep
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        point = _unescape(fields[4])
+        for root in roots:
+            root = root.rstrip("/") or "/"
+            if not point.startswith(root + "/"):
+                continue
+            keep[point] = "mount"
+            parent = os.path.dirname(point)
+            while parent != root and parent.startswith(root + "/"):
+                keep.setdefault(parent, "path")
+                parent = os.path.dirname(parent)
+    return keep
+
+
+def _unescape(raw):
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    text = raw.decode("utf-8", "surrogateescape")
+    for code in ("040", "011", "012", "134"):
+        text = text.replace("\\" + code, chr(int(code, 8)))
+    return text
+
+
+def _clean_quickly(root, keep):
     """The common case: nothing, or only the job folder holding plain files."""
     with os.scandir(root) as found:
-        entries = list(found)
+        entries = [e for e in found if e.path not in keep]
     if not entries:
         return True
     if len(entries) != 1 or entries[0].name != "job" or not entries[0].is_dir(
@@ -48,24 +84,34 @@ def _clean_quickly(root):
     return True
 
 
-def clean(root):
-    """Remove everything a job left in the writable places, whatever its permissions."""
+def clean(root, keep=None):
+    """Remove everything a job left in the writable places, whatever its permissions, except
+    what `keep` (from mounts_within) names: mount points stay untouched, and the folders
+    leading to them stay but are emptied of anything else."""
+    keep = keep or {}
     try:
-        if _clean_quickly(root):
+        if _clean_quickly(root, keep):
             return
     except OSError:
         pass
-    for entry in os.listdir(root):
-        path = os.path.join(root, entry)
-        if stat.S_ISDIR(os.lstat(path).st_mode):
+    _clean_folder(root, keep)
+    if any(os.path.join(root, entry) not in keep for entry in os.listdir(root)):
+        raise OSError("cannot clean " + root)
+
+
+def _clean_folder(folder, keep):
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        kept = keep.get(path)
+        if kept == "path":
+            _clean_folder(path, keep)
+        elif kept is None and stat.S_ISDIR(os.lstat(path).st_mode):
             _remove_tree(path)  # any depth, any permissions
-        else:
+        elif kept is None:
             try:
                 os.unlink(path)
             except OSError:
                 pass
-    if os.listdir(root):
-        raise OSError("cannot clean " + root)
 
 
 def _remove_tree(path):

@@ -52,8 +52,10 @@ _R, _X, _L, _E = b"RXLE"
 class Job:
     """Relays one job's children and enforces its deadlines."""
 
-    def __init__(self, control, body, scratch, frames, pad, writable=(), filtered=False):
+    def __init__(self, control, body, scratch, frames, pad, writable=(), filtered=False,
+                 keep=None):
         self.writable = writable
+        self.keep = keep or {}  # mounts inside the writable places (cleanup.mounts_within)
         self.filtered = filtered  # nothing of a job can outlive it but files then
         self.id = control["id"]
         self.control = control
@@ -85,7 +87,7 @@ class Job:
         try:
             processes.kill_all(pid)
             for root in self.writable:
-                cleanup.clean(root)
+                cleanup.clean(root, self.keep)
             if processes.IS_INIT:
                 cleanup.remove_mqueues()
             if not self.filtered:  # under the filter no job can create either
@@ -276,6 +278,7 @@ def main(argv):
     writable = [scratch_root]
     if processes.IS_INIT and os.path.isdir("/dev/shm"):
         writable.append("/dev/shm")
+    keep = cleanup.mounts_within(writable)
     harden()  # while still root: the interpreter's own files may be readable by root only
     for name in PREIMPORT:
         try:
@@ -306,5 +309,5 @@ def main(argv):
         control, size = request
         pad.ensure(control["limits"]["record_bytes"] + LINE_SLACK)
         body = wire.body_file(0, size, pad, memfd)
-        Job(control, body, scratch, frames, pad, writable, filtered).run()
+        Job(control, body, scratch, frames, pad, writable, filtered, keep).run()
         os.ftruncate(memfd, 0)  # the job's pages go back to the kernel

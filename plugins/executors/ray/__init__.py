@@ -1,0 +1,26 @@
+"""The `ray` executor: `--executor ray [--ray-address ADDR]`.
+
+Generation runs in Ray actors that each hold one model (one per GPU where the cluster has
+GPUs) and are reused for the whole run; scoring runs in one evaluation actor per node,
+each with its own pre-warmed sandbox pool. Ray is imported only when a run names this
+executor, so no other command pays for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from coral_core.hookspecs import hookimpl
+
+
+def create_executor(settings: Mapping[str, Any]):
+    """The `[execution]` section: `ray_address` ("" starts a local Ray), `workers`
+    (sandbox workers per node), `generation_actors`, `evaluation_actors`."""
+    from .executor import RayExecutor
+
+    return RayExecutor(settings)
+
+
+@hookimpl
+def coral_register_executors(register):
+    register("ray", create_executor)

@@ -1,0 +1,54 @@
+"""What runs inside Ray's worker processes: each actor wraps a `local` executor, so a node
+builds and reuses components exactly as a single machine does (one model per generation
+actor, one pre-warmed sandbox pool per evaluation actor), and scores the same way."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+from coral_core.blueprints import ModelBlueprint, ScoringBlueprint
+from coral_core.executors.local import LocalExecutor
+from coral_core.scoring import ScoredCandidate
+from coral_core.types import Generation, GenerationRequest, Task
+
+
+class GenerationWorker:
+    """Holds one model (built once per blueprint digest) and swaps adapters per batch."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.local = LocalExecutor(settings)
+
+    def prepare(self, model: ModelBlueprint, adapters: Sequence[str]) -> int:
+        built = self.local.model(model)
+        check = getattr(built, "prepare_adapter", None)
+        for adapter in adapters:
+            if callable(check):
+                check(adapter)
+        return os.getpid()
+
+    def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
+                 ) -> list[list[Generation]]:
+        return self.local.generate(model, requests)
+
+    def close(self) -> None:
+        self.local.close()
+
+
+class EvaluationWorker:
+    """One node's sandbox pool; Ray runs up to `max_concurrency` calls at once on threads,
+    as the local executor's thread pool does."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.local = LocalExecutor(settings)
+
+    def prepare(self, scoring: ScoringBlueprint) -> int:
+        self.local.scoring(scoring)
+        return os.getpid()
+
+    def score(self, scoring: ScoringBlueprint, task: Task, text: str,
+              extract: bool) -> ScoredCandidate:
+        return self.local.submit(scoring, task, text, extract).result()
+
+    def close(self) -> None:
+        self.local.close()

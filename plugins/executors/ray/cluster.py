@@ -1,0 +1,88 @@
+"""Joining a Ray cluster, or starting a local one: every failure is one clear line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+from coral_core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+CONNECT_SECONDS = 10.0  # to reach a cluster's address before Ray's own (long) retries
+
+
+def _token_auth() -> None:
+    """Ray (2.52 on) starts clusters with token authentication, but a driver joining one
+    sends its token only in token mode: where a token is at hand (RAY_AUTH_TOKEN,
+    RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) and the user set no mode, use it."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    at_hand = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+               or os.path.exists(os.path.expanduser("~/.ray/auth_token")))
+    if not at_hand:
+        return
+    try:  # sets the mode and refreshes an already imported Ray's configuration
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+    except ImportError:  # no Ray (the caller says so), or an older one without tokens
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install 'coral-engine[ray]' (on the "
+                        "driver and on every node of the cluster)") from None
+    return ray
+
+
+def _reachable(address: str) -> None:
+    """A host:port address that nothing answers on fails now, in seconds, with its cause."""
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--ray-address '{address}' is not HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as error:
+        raise UserError(f"cannot reach the Ray cluster at {address}: "
+                        f"{error.strerror or error}") from None
+
+
+def coral_environment() -> dict[str, str]:
+    """What Coral's own settings are on the driver (CORAL_*), for every worker process:
+    a node of a cluster does not share the driver's environment."""
+    return {k: v for k, v in os.environ.items() if k.startswith("CORAL_")}
+
+
+def connect(address: str) -> bool:
+    """Join the cluster at `address`, or start a local Ray with this machine's CPUs when
+    it is empty. True when this process started Ray (and must shut it down)."""
+    if address:
+        _reachable(address)
+        _token_auth()
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {
+        "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
+        "runtime_env": {"env_vars": coral_environment()},
+    }
+    if not address:
+        options["num_cpus"] = os.cpu_count() or 1
+    try:
+        ray.init(address=address or None, **options)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        hint = (" (a cluster with token authentication needs its token here: RAY_AUTH_TOKEN "
+                "or ~/.ray/auth_token; see docs/ray.md)" if address else "")
+        raise UserError(f"cannot start or join {where}: {first}{hint}") from None
+    log.info("Ray %s: %s", ray.__version__, ray.cluster_resources())
+    return True

@@ -1,0 +1,176 @@
+"""`--executor ray` on real Ray: a local `ray.init` and a `ray start --head` cluster on
+loopback give the same records and summaries as `--executor local`, lose nothing when an
+actor is killed mid-run, and fail in one line when the cluster cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import coral_env, run_coral
+from coral_plugins.executors.ray.cluster import connect
+
+ray = pytest.importorskip("ray")
+
+RAY = str(Path(sys.executable).with_name("ray"))
+GRID = """[dataset]
+problems = {problems}
+[run]
+samples = {samples}
+[model]
+batch_size = 4
+[search]
+strategy = "grid"
+[search.space]
+"model.temperature" = [0.3, 0.9]
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def env(data_dir):
+    return coral_env(data_dir)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A real head node on loopback (`ray start --head`), stopped afterwards."""
+    port = _free_port()
+    started = subprocess.run(
+        [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+        capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def _run(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(config)
+    out = tmp_path / name
+    result = run_coral("run", "--plugin", "quixbugs", "--config", str(path), "--out", str(out),
+                       "--json", *extra, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout), out
+
+
+def _comparable(summary: dict) -> dict:
+    """The summary less where it lives and how long things took."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k != "run_dir" and "seconds" not in k}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return strip(summary)
+
+
+def _records(run_dir: Path) -> tuple[list, list]:
+    with sqlite3.connect(f"file:{run_dir / 'coral.sqlite'}?mode=ro", uri=True) as db:
+        generations = db.execute(
+            "SELECT trial, task_id, sample, request_digest, params, text FROM generations "
+            "ORDER BY trial, task_id, sample").fetchall()
+        evaluations = db.execute(
+            "SELECT trial, task_id, sample, code_sha, passed, objectives, fitness "
+            "FROM evaluations ORDER BY trial, task_id, sample").fetchall()
+    return generations, evaluations
+
+
+def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env):
+    config = GRID.format(problems='["kheapsort", "lcs_length", "next_palindrome"]', samples=3)
+    local, local_dir = _run(tmp_path, env, "local", config)
+    on_ray, ray_dir = _run(tmp_path, env, "ray", config, "--executor", "ray")
+    assert len(on_ray["trials"]) == 2
+    assert _comparable(on_ray) == _comparable(local)
+    assert _records(ray_dir) == _records(local_dir)
+    assert len(_records(ray_dir)[1]) == 2 * 3 * 3
+
+
+def _count(out: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
+            return db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cluster):
+    """Joined with --ray-address; the evaluation and generation actors are killed (Ray
+    restarts them) while the run works: every record arrives once, and the result is the
+    local executor's."""
+    config = GRID.format(problems="[]", samples=4)
+    local, local_dir = _run(tmp_path, env, "local", config)
+    total = len(_records(local_dir)[1])
+    path = tmp_path / "cluster.toml"
+    path.write_text(config)
+    out = tmp_path / "cluster"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+         "--config", str(path), "--out", str(out), "--json", "--executor", "ray",
+         "--ray-address", cluster], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    connect(cluster)  # this test joins as a driver of its own, as Coral does
+    try:
+        deadline = time.monotonic() + 300
+        while _count(out) < 2:
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the run recorded nothing"
+            time.sleep(0.02)
+        named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a["namespace"] == "coral"]
+        killed = [n for n in named if n.endswith(("-evaluation-0", "-generation-0"))]
+        assert len(killed) == 2, named
+        for name in killed:
+            ray.kill(ray.get_actor(name, namespace="coral"), no_restart=False)
+        at_kill = _count(out)
+    finally:
+        ray.shutdown()
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    assert at_kill < total, "the run ended before the actors were killed"
+    assert _comparable(json.loads(stdout)) == _comparable(local)
+    assert _records(out) == _records(local_dir)  # each once, none lost
+
+
+@pytest.mark.parametrize("address, words", [
+    ("127.0.0.1:{closed}", "cannot reach the Ray cluster at 127.0.0.1:"),
+    ("no-port-here", "is not HOST:PORT"),
+])
+def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, words):
+    address = address.format(closed=_free_port())
+    out = tmp_path / "never"
+    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
+                       "--executor", "ray", "--ray-address", address, "--out", str(out),
+                       env=env, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_ray_is_imported_only_by_a_run_that_names_it(env):
+    probe = ("import sys; from coral_core import plugins; plugins.registry(); "
+             "import coral_cli.app; print('ray' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+    from coral_core import plugins
+
+    assert "ray" in plugins.registry().names("executors")
