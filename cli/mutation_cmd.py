@@ -3,7 +3,6 @@ warm forking workers (see docs/mutation.md)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -11,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from .command import CONTEXT, CoralCommand, CoralGroup
+from .output import print_json, reserve_stdout
 
 app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT,
                   help="Mutation testing with cosmic-ray's mutants and verdicts, fast.")
@@ -52,6 +52,8 @@ def run(
     """Mutation-test MODULE with TESTS; every verdict is committed as it completes."""
     from coral_plugins.evaluators.mutation.runner import run_mutation
 
+    if as_json:
+        reserve_stdout()  # the tests under mutation may print: never onto the document
     if workers is not None and workers < 1:
         from coral_core.errors import UserError
         raise UserError(f"--workers must be at least 1, not {workers}")
@@ -66,7 +68,7 @@ def run(
     summary = run_mutation(module, list(tests), session, workers, timeout_mode, resume,
                            sample, seed, progress=progress)
     if as_json:
-        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        print_json(summary)
         return
     if sys.stderr.isatty():
         sys.stderr.write("\n")

@@ -76,6 +76,9 @@ MEANINGS: dict[str, dict[str, str]] = {
                              "in the cluster (one without GPUs). See docs/ray.md.",
         "evaluation_actors": "Ray executor: actors that each hold a sandbox pool; 0 = one per "
                              "node.",
+        "parallel_trials": "Trials of one search batch run at once when they share a model "
+                           "and scorers; 0 = the executor's choice (local: 1; ray: two per "
+                           "generation actor).",
         "test_timeout": "CPU seconds a test may use (the cap when timeouts are relative).",
         "timeout_factor": "> 0: each test's timeout is this many times the reference "
                           "solution's time (between timeout_floor and test_timeout); 0 = "

@@ -72,6 +72,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
                               "(0 = one per GPU, or one without GPUs)"),
         "evaluation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
                               "(0 = one per node)"),
+        "parallel_trials": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
+                            "(0 = the executor's choice)"),
         "test_timeout": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
         "timeout_factor": ("float", lambda v: 0 <= v <= 1e6 or "must be in [0, 1e6] (0 = off)"),
         "timeout_floor": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
@@ -101,7 +103,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                "options": {}},
     "execution": {
         "executor": "local", "ray_address": "", "workers": 0, "generation_actors": 0,
-        "evaluation_actors": 0, "test_timeout": 5.0,
+        "evaluation_actors": 0, "parallel_trials": 0, "test_timeout": 5.0,
         "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
     },
     "run": {"samples": 10, "seed": 0, "out": "", "fail_fast": False},
@@ -122,6 +124,7 @@ FIXED = {
     "execution.workers": "it sets the resources a run uses, not what it computes",
     "execution.generation_actors": "it sets the resources a run uses, not what it computes",
     "execution.evaluation_actors": "it sets the resources a run uses, not what it computes",
+    "execution.parallel_trials": "it sets the resources a run uses, not what it computes",
     "dataset.data_dir": "it relocates the data, not what is computed",
     "model.base_url": "it relocates the server, not what is computed",
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -25,7 +26,7 @@ from .atomic import write_text_atomic
 from .lifecycle import Lifecycle, hook_errors
 from .store import RunStore, RunStoreError, TrialRecord
 from .suggest import did_you_mean
-from .trial import NoProgress, Progress, TrialPlan, TrialRun
+from .trial import NoProgress, Progress, SharedProgress, TrialPlan, TrialRun
 from .types import Task
 
 
@@ -223,7 +224,7 @@ def _strategy_state(strategy: SearchStrategy, told: int) -> str:
 
 def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress,
             lifecycle: Lifecycle) -> None:
-    strategy, planner, executor = session.strategy, session.planner, session.executor
+    strategy, planner = session.strategy, session.planner
     saved = json.loads(store.meta("strategy") or "null")
     told = -1
     if saved is not None:
@@ -245,26 +246,63 @@ def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress
                 for plan in plans], _strategy_state(strategy, told))
             trials = store.trials()
         batch = [t for t in trials if t.batch == batch_number]
-        for trial in batch:
-            if trial.status == "finished":
-                continue
-            plan = planner.plan(trial.trial, trial.overrides)
-            if configuration.digest(plan.config) != trial.config_digest:
-                raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
-                                "configuration than it ran with; it cannot be resumed")
-            try:
-                result = TrialRun(plan, store, executor, info, progress, lifecycle).run()
-            except RunStoreError:
-                raise
-            except UserError as error:  # recorded; the run stops, and a resume retries it
-                store.finish_trial(trial.trial, "failed", None, str(error))
-                raise UserError(f"trial {trial.trial} failed: {error} (fix the cause, then "
-                                f"'coral run --resume {info.run_dir}')") from None
-            store.finish_trial(trial.trial, "finished", result)
+        _run_batch(info, session, store, progress, lifecycle,
+                   [t for t in batch if t.status != "finished"])
         results = [t for t in store.trials() if t.batch == batch_number]
         strategy.tell([(t.overrides, _told_values(t.result or {})) for t in results])
         told = batch_number
         store.set_meta("strategy", _strategy_state(strategy, told))
+
+
+def _run_batch(info: RunInfo, session: Session, store: RunStore, progress: Progress,
+               lifecycle: Lifecycle, todo: Sequence[TrialRecord]) -> None:
+    """Run a batch's unfinished trials: one after another, or several at once where the
+    executor can (`parallel_trials`, Ray) and they share one model and one scorer set (a
+    grid over sampling knobs, a generation's adapters), so no trial's components replace
+    another's mid-work. Each trial's records are the same either way."""
+    planner, executor = session.planner, session.executor
+    plans = []
+    for trial in todo:
+        plan = planner.plan(trial.trial, trial.overrides)
+        if configuration.digest(plan.config) != trial.config_digest:
+            raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
+                            "configuration than it ran with; it cannot be resumed")
+        plans.append(plan)
+    width = min(len(plans), max(1, int(getattr(executor, "parallel_trials", 1) or 1)))
+    if width > 1 and len({(p.model.digest, p.scoring.digest) for p in plans}) > 1:
+        width = 1
+    if width <= 1:
+        for plan in plans:
+            _run_trial(info, plan, store, executor, progress, lifecycle)
+        return
+    shared = SharedProgress(progress)
+    pool = ThreadPoolExecutor(width, thread_name_prefix="coral-trial")
+    try:
+        futures = [pool.submit(_run_trial, info, plan, store, executor, shared, lifecycle)
+                   for plan in plans]
+        failed: BaseException | None = None
+        for future in futures:
+            try:
+                future.result()
+            except Exception as error:  # the first failure is reported, after the rest
+                failed = failed or error
+        if failed is not None:
+            raise failed
+    finally:  # Ctrl-C: do not wait for trials in flight (the executor is cancelled next)
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_trial(info: RunInfo, plan: TrialPlan, store: RunStore, executor: Executor,
+               progress: Progress, lifecycle: Lifecycle) -> None:
+    try:
+        result = TrialRun(plan, store, executor, info, progress, lifecycle).run()
+    except RunStoreError:
+        raise
+    except UserError as error:  # recorded; the run stops, and a resume retries it
+        store.finish_trial(plan.number, "failed", None, str(error))
+        raise UserError(f"trial {plan.number} failed: {error} (fix the cause, then "
+                        f"'coral run --resume {info.run_dir}')") from None
+    store.finish_trial(plan.number, "finished", result)
 
 
 def _told_values(result: Mapping[str, Any]) -> dict[str, float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
@@ -73,6 +74,34 @@ class TrialPlan:
             "instruction": t.prompt.instruction,
             "messages": [[m.role, m.content] for m in t.prompt.messages],
             "prefix": t.prompt.prefix, "suffix": t.prompt.suffix} for t in self.tasks}
+
+
+class SharedProgress:
+    """One progress display for trials that run at once: each trial's start adds its work
+    to the phase's totals instead of resetting them."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._totals: dict[str, list[int]] = {}
+
+    def start(self, phase: str, total: int, done: int = 0) -> None:
+        with self._lock:
+            totals = self._totals.setdefault(phase, [0, 0])
+            totals[0] += total
+            totals[1] += done
+            self.progress.start(phase, totals[0], totals[1])
+
+    def advance(self, phase: str, amount: int = 1) -> None:
+        with self._lock:
+            self._totals.setdefault(phase, [0, 0])[1] += amount
+            self.progress.advance(phase, amount)
+
+    def note(self, phase: str, text: str) -> None:
+        note = getattr(self.progress, "note", None)
+        if callable(note):
+            with self._lock:
+                note(phase, text)
 
 
 def sample_seed(run_seed: int, task: Task, sample: int) -> int:

@@ -148,6 +148,49 @@ def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cl
     assert _records(out) == _records(local_dir)  # each once, none lost
 
 
+def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
+        tmp_path, env, cluster):
+    """An evaluation actor killed without restart: Ray's failure is not recorded as the
+    candidates' errors; the run stops with one line (exit 2), and a resume on the cluster
+    finishes with the local executor's records."""
+    config = GRID.format(problems="[]", samples=4)
+    local, local_dir = _run(tmp_path, env, "local", config)
+    path = tmp_path / "lost.toml"
+    path.write_text(config)
+    out = tmp_path / "lost"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+         "--config", str(path), "--out", str(out), "--executor", "ray", "--ray-address",
+         cluster], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    connect(cluster)
+    try:
+        deadline = time.monotonic() + 300
+        while _count(out) < 2:
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the run recorded nothing"
+            time.sleep(0.02)
+        named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a["namespace"] == "coral" and a["name"].endswith("-evaluation-0")]
+        assert len(named) == 1, named
+        ray.kill(ray.get_actor(named[0], namespace="coral"), no_restart=True)
+    finally:
+        ray.shutdown()
+    _, stderr = process.communicate(timeout=600)
+    if process.returncode == 0:  # every scoring call had returned before the kill
+        pytest.skip("the run finished before the actor was killed")
+    assert process.returncode == 2, stderr[-2000:]
+    lines = stderr.strip().splitlines()
+    assert "Ray lost a scoring call" in lines[-1] and "--resume" in lines[-1], stderr[-2000:]
+    with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
+        details = [json.loads(row[0]) for row in db.execute("SELECT details FROM evaluations")]
+    assert not [d["error"] for d in details if "error" in d], (
+        "Ray's failure was recorded as candidates' errors")
+    resumed = run_coral("run", "--resume", str(out), "--json", env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _comparable(json.loads(resumed.stdout)) == _comparable(local)
+    assert _records(out) == _records(local_dir)
+
+
 @pytest.mark.parametrize("address, words", [
     ("127.0.0.1:{closed}", "cannot reach the Ray cluster at 127.0.0.1:"),
     ("no-port-here", "is not HOST:PORT"),

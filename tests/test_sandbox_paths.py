@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -76,3 +78,71 @@ def test_sandbox_works_from_a_virtual_environment_under_tmp(tmp_path, data_dir):
     assert set(document["after"]) == {"pass"}, "litter of the job before was still there"
     assert document["started"] == 1, "the worker was replaced: it could not clean /tmp"
     assert sys.prefix != str(environment)
+
+
+CLEANING = r"""
+import json, os, subprocess, sys
+from coral_core.sandbox.inside import cleanup
+root = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "none", root], check=True)
+source = os.path.join(root, "..", "source")
+os.makedirs(os.path.join(root, "a", "b", "mnt"))
+subprocess.run(["mount", "--bind", "-o", "ro", sys.argv[2], os.path.join(root, "a", "b", "mnt")],
+               check=True)
+keep = cleanup.mounts_within([root])
+seen = {}
+# 1. litter only inside a folder that leads to the mount (the quick path must not skip it)
+open(os.path.join(root, "a", "stash"), "w").write("x")
+open(os.path.join(root, "a", "b", "stash"), "w").write("x")
+cleanup.clean(root, keep)
+seen["kept folders emptied"] = sorted(os.listdir(os.path.join(root, "a", "b"))) == ["mnt"] and \
+    sorted(os.listdir(os.path.join(root, "a"))) == ["b"]
+seen["mount untouched"] = os.path.exists(os.path.join(root, "a", "b", "mnt", "marker"))
+# 2. a symlink in place of a kept folder is litter, and is not followed
+os.rename(os.path.join(root, "a"), os.path.join(root, "real"))
+os.symlink(os.path.join(root, "real"), os.path.join(root, "a"))
+try:
+    cleanup.clean(root, keep)
+    seen["symlink"] = "cleaned"
+except OSError as error:
+    seen["symlink"] = "refused"
+seen["symlink gone"] = not os.path.lexists(os.path.join(root, "a"))
+# 3. a decoy where the mount was (the real folder renamed away): never kept
+os.makedirs(os.path.join(root, "a", "b", "mnt"))
+open(os.path.join(root, "a", "b", "mnt", "stash"), "w").write("x")
+try:
+    cleanup.clean(root, keep)
+    seen["decoy"] = "cleaned"
+except OSError:
+    seen["decoy"] = "refused"
+seen["decoy stash gone"] = not os.path.exists(os.path.join(root, "a", "b", "mnt", "stash"))
+seen["mount still intact"] = os.path.exists(os.path.join(root, "real", "b", "mnt", "marker"))
+print(json.dumps(seen))
+"""
+
+
+def test_cleaning_keeps_mount_points_but_nothing_a_job_hides_near_them(tmp_path):
+    """A job may litter the folders that lead to a bound venv, put a symlink in place of
+    one, or move the real folder away and build a decoy where the mount was: all of it is
+    removed (or the worker refuses, and is replaced), and the mount itself is never
+    touched. Runs in a private mount namespace (unshare)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    bound = tmp_path / "bound"
+    bound.mkdir()
+    (bound / "marker").write_text("x")
+    (tmp_path / "root").mkdir()
+    command = ["unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        command[1:1] = ["--user", "--map-root-user"]
+    done = subprocess.run([*command, sys.executable, "-c", CLEANING, str(tmp_path / "root"),
+                           str(bound)], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 and "unshare" in done.stderr and "Operation not permitted" in (
+            done.stderr):
+        pytest.skip("mount namespaces are not available here: " + done.stderr.strip())
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert seen == {"kept folders emptied": True, "mount untouched": True,
+                    "symlink": "refused", "symlink gone": True,
+                    "decoy": "refused", "decoy stash gone": True,
+                    "mount still intact": True}, seen

@@ -1,8 +1,9 @@
 """grid: every combination of the values in `[search.space]`, in the order written.
 
 `[search.space] "model.temperature" = [0.2, 0.8]` with `"model.top_p" = [0.9, 1.0]` gives
-four trials; the last key changes fastest (as nested loops read). Trials are proposed one
-at a time, so each is told before the next is asked.
+four trials; the last key changes fastest (as nested loops read). The grid does not adapt,
+so every point is proposed in one batch: an executor that runs trials at once (`ray`) runs
+them together; locally they run one after another, in order.
 """
 
 from __future__ import annotations
@@ -30,10 +31,8 @@ class GridSearch:
         self._next = 0
 
     def ask(self) -> list[Mapping[str, Any]]:
-        if self._next >= len(self.points):
-            return []
-        self._next += 1
-        return [self.points[self._next - 1]]
+        batch, self._next = self.points[self._next:], len(self.points)
+        return batch
 
     def tell(self, results: Sequence[tuple[Mapping[str, Any], Mapping[str, float]]]) -> None:
         pass

@@ -57,10 +57,10 @@ class RandomSearch:
         return self._rng.uniform(low, high)
 
     def ask(self) -> list[Mapping[str, Any]]:
-        if self._asked >= self.budget:
-            return []
-        self._asked += 1
-        return [{key: self._draw(spec) for key, spec in self.space.items()}]
+        batch = [{key: self._draw(spec) for key, spec in self.space.items()}
+                 for _ in range(self.budget - self._asked)]  # in order: the same draws
+        self._asked = self.budget
+        return batch
 
     def tell(self, results: Sequence[tuple[Mapping[str, Any], Mapping[str, float]]]) -> None:
         pass

@@ -32,15 +32,17 @@ def send_tail(path, limit, pad, frames, kind):
 
 def mounts_within(roots, table="/proc/self/mountinfo"):
     """What cleaning must leave in the writable places: the mount points inside them and the
-    folders that lead there. bubblewrap binds the interpreter's tree where it lives, so a
-    virtual environment under /tmp appears inside the sandbox's own /tmp (read-only); read
-    once at start, before any job (a job cannot add a mount this process sees)."""
-    keep = {}
+    folders that lead there, each with its device and inode as they are now. bubblewrap
+    binds the interpreter's tree where it lives, so a virtual environment under /tmp appears
+    inside the sandbox's own /tmp (read-only). Read once at start, before any job; a job
+    cannot add a mount this process sees, and an entry that is no longer the very same
+    folder (renamed away, replaced, a symlink) is cleaned like anything else."""
+    found = {}
     try:
         with open(table, "rb") as handle:
             lines = handle.read().splitlines()
     except OSError:
-        return keep
+        return {}
     for line in lines:
         fields = line.split()
         if len(fields) < 5:
@@ -50,11 +52,18 @@ def mounts_within(roots, table="/proc/self/mountinfo"):
             root = root.rstrip("/") or "/"
             if not point.startswith(root + "/"):
                 continue
-            keep[point] = "mount"
+            found[point] = "mount"
             parent = os.path.dirname(point)
             while parent != root and parent.startswith(root + "/"):
-                keep.setdefault(parent, "path")
+                found.setdefault(parent, "path")
                 parent = os.path.dirname(parent)
+    keep = {}
+    for path, kind in found.items():
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        keep[path] = (kind, info.st_dev, info.st_ino)
     return keep
 
 
@@ -66,10 +75,19 @@ def _unescape(raw):
     return text
 
 
-def _clean_quickly(root, keep):
+def _kept(path, info, keep):
+    """'mount' or 'path' for an entry recorded at start that is still that same folder."""
+    entry = keep.get(path)
+    if entry is None or not stat.S_ISDIR(info.st_mode):
+        return None
+    kind, device, inode = entry
+    return kind if (info.st_dev, info.st_ino) == (device, inode) else None
+
+
+def _clean_quickly(root):
     """The common case: nothing, or only the job folder holding plain files."""
     with os.scandir(root) as found:
-        entries = [e for e in found if e.path not in keep]
+        entries = list(found)
     if not entries:
         return True
     if len(entries) != 1 or entries[0].name != "job" or not entries[0].is_dir(
@@ -87,36 +105,49 @@ def _clean_quickly(root, keep):
 def clean(root, keep=None):
     """Remove everything a job left in the writable places, whatever its permissions, except
     what `keep` (from mounts_within) names: mount points stay untouched, and the folders
-    leading to them stay but are emptied of anything else."""
+    leading to them stay but are emptied of anything else. Runs after every process of the
+    job is gone, so nothing changes under it; it never crosses into another file system."""
     keep = keep or {}
-    try:
-        if _clean_quickly(root, keep):
-            return
-    except OSError:
-        pass
-    _clean_folder(root, keep)
-    if any(os.path.join(root, entry) not in keep for entry in os.listdir(root)):
-        raise OSError("cannot clean " + root)
+    if not keep:
+        try:
+            if _clean_quickly(root):
+                return
+        except OSError:
+            pass
+    device = os.lstat(root).st_dev
+    _clean_folder(root, keep, device)
+    for entry in os.listdir(root):
+        path = os.path.join(root, entry)
+        if _kept(path, os.lstat(path), keep) is None:
+            raise OSError("cannot clean " + root)
 
 
-def _clean_folder(folder, keep):
+def _clean_folder(folder, keep, device):
+    """Every entry is tried; the first failure is raised after the rest are gone."""
+    failed = None
     for entry in os.listdir(folder):
         path = os.path.join(folder, entry)
-        kept = keep.get(path)
-        if kept == "path":
-            _clean_folder(path, keep)
-        elif kept is None and stat.S_ISDIR(os.lstat(path).st_mode):
-            _remove_tree(path)  # any depth, any permissions
-        elif kept is None:
-            try:
+        try:
+            info = os.lstat(path)
+            kind = _kept(path, info, keep)
+            if kind == "path":
+                _clean_folder(path, keep, device)
+            elif kind is None and stat.S_ISDIR(info.st_mode):
+                if info.st_dev != device:  # a mount moved here by renaming its parent
+                    raise OSError("a mount point is not where it was: " + path)
+                _remove_tree(path, device)  # any depth, any permissions
+            elif kind is None:
                 os.unlink(path)
-            except OSError:
-                pass
+        except OSError as error:
+            failed = failed or error
+    if failed is not None:
+        raise failed
 
 
-def _remove_tree(path):
+def _remove_tree(path, device=None):
     """Remove a directory tree of any depth and permissions, iteratively: walking down with
-    chdir keeps every path short, and each directory is unlocked before it is entered."""
+    chdir keeps every path short, and each directory is unlocked before it is entered. With
+    `device`, a folder on another file system (a mount moved inside) stops it: OSError."""
     home = os.open(".", os.O_RDONLY)
     try:
         os.chdir(os.path.dirname(path))
@@ -126,7 +157,10 @@ def _remove_tree(path):
             os.chdir(stack[-1])
             below = None
             for entry in os.listdir("."):
-                if stat.S_ISDIR(os.lstat(entry).st_mode):
+                info = os.lstat(entry)
+                if stat.S_ISDIR(info.st_mode):
+                    if device is not None and info.st_dev != device:
+                        raise OSError("a mount point is not where it was")
                     below = entry
                     break
                 os.unlink(entry)

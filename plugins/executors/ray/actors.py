@@ -5,6 +5,7 @@ actor, one pre-warmed sandbox pool per evaluation actor), and scores the same wa
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from coral_core.blueprints import ModelBlueprint, ScoringBlueprint
@@ -36,19 +37,25 @@ class GenerationWorker:
 
 
 class EvaluationWorker:
-    """One node's sandbox pool; Ray runs up to `max_concurrency` calls at once on threads,
-    as the local executor's thread pool does."""
+    """A node's sandbox pool of `workers` slots (its share of the node's CPUs, as Ray counts
+    them: inside a container os.cpu_count() may be the host's); Ray runs up to
+    `max_concurrency` calls at once on threads, as the local executor's thread pool does."""
 
-    def __init__(self, settings: Mapping[str, Any]):
-        self.local = LocalExecutor(settings)
+    def __init__(self, settings: Mapping[str, Any], workers: int):
+        self.workers = workers
+        self.local = LocalExecutor({**settings, "workers": workers})
+
+    def _sized(self, scoring: ScoringBlueprint) -> ScoringBlueprint:
+        """The blueprint with this actor's pool size (same digest: same scorers)."""
+        return replace(scoring, execution={**scoring.execution, "workers": self.workers})
 
     def prepare(self, scoring: ScoringBlueprint) -> int:
-        self.local.scoring(scoring)
+        self.local.scoring(self._sized(scoring))
         return os.getpid()
 
     def score(self, scoring: ScoringBlueprint, task: Task, text: str,
               extract: bool) -> ScoredCandidate:
-        return self.local.submit(scoring, task, text, extract).result()
+        return self.local.submit(self._sized(scoring), task, text, extract).result()
 
     def close(self) -> None:
         self.local.close()
