@@ -93,13 +93,27 @@ def _write_all(fd, view):
 
 
 class Frames:
-    """Writes frames to the host (stdout); payloads may be memoryviews of the scratchpad."""
+    """Writes frames to the host (stdout); payloads may be memoryviews of the scratchpad.
+
+    While `held`, frames wait in a list of parts (the payloads still views of the
+    scratchpad, never copies) and go out in one writev at `flush()`: what a child reports
+    at once reaches the host in one write, which wakes the host once. The holder flushes
+    before the scratchpad is reused."""
+
+    MAX_PARTS = 512  # below the kernel's IOV_MAX (1024)
 
     def __init__(self, fd):
         self.fd = fd
+        self.held = False
+        self._parts = []
 
     def send(self, kind, payload=b""):
-        parts = [struct.pack(">cI", kind, len(payload)), payload]
+        self._parts += [struct.pack(">cI", kind, len(payload)), payload]
+        if not self.held or len(self._parts) >= self.MAX_PARTS:
+            self.flush()
+
+    def flush(self):
+        parts, self._parts = self._parts, []
         total = sum(len(part) for part in parts)
         written = 0
         while written < total:

@@ -124,8 +124,17 @@ class Job:
         """Relay one child's messages; a step times out on CPU time, or on wall time x3.
 
         Counting CPU time keeps a busy machine from failing a slow but correct program;
-        the wall-clock backstop catches programs that sleep or block.
+        the wall-clock backstop catches programs that sleep or block. What one read brings
+        is relayed in one write (frames held until the lines read are all handled).
         """
+        self.frames.held = True
+        try:
+            return self._relay_held(fd, pid, first, started)
+        finally:
+            self.frames.held = False
+            self.frames.flush()
+
+    def _relay_held(self, fd, pid, first, started):
         pad = self.pad
         pad.start = pad.end = 0
         step, loaded, count, size = first, False, 0, 0
@@ -213,6 +222,7 @@ class Job:
                 limit = self.timeouts[step]
                 step_started, cpu_at_start = now, cpu
                 deadline, hard = now + limit, now + limit * WALL_FACTOR
+            self.frames.flush()  # before the scratchpad is reused, and before waiting
             if pad.start == pad.end:
                 pad.start = pad.end = 0
 
