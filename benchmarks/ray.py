@@ -21,18 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from coral_core.reporting import timeless
+
 CORAL = str(Path(sys.executable).with_name("coral"))
-
-
-def comparable(summary: dict) -> dict:
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()
-                    if k != "run_dir" and "seconds" not in k}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-    return strip(summary)
 
 
 def run(label: str, folder: Path, samples: int, workers: int, actors: int = 0,
@@ -66,7 +57,7 @@ def main() -> int:
             seconds, summary = run(f"ray-{actors}", folder, args.samples, args.workers,
                                    actors)
             rows.append((f"ray, {actors} evaluation actor(s)", seconds,
-                         comparable(summary) == comparable(base)))
+                         timeless(summary) == timeless(base)))
         print(f"{candidates} candidates ({len(base['problems'])} problems x {args.samples} "
               f"samples), {args.workers} sandbox worker(s) per actor")
         print(f"{'executor':34} {'wall s':>8} {'ms/candidate':>13} {'vs local':>9} same")

@@ -51,3 +51,14 @@ def load_report(run_dir: Path) -> dict[str, Any]:
                 "process_alive": pid is not None, "pid": pid if pid and pid > 0 else None}
     finally:
         store.close()
+
+
+def timeless(summary: Any) -> Any:
+    """A summary (or any part of one) less where the run lives and how long things took:
+    what two runs of the same configuration and seed must agree on, wherever they ran."""
+    if isinstance(summary, dict):
+        return {k: timeless(v) for k, v in summary.items()
+                if k != "run_dir" and "seconds" not in k}
+    if isinstance(summary, list):
+        return [timeless(v) for v in summary]
+    return summary

@@ -75,8 +75,14 @@ def test_a_run_has_a_readable_front_plots_and_ledger(reference):
     front = search["pareto_front"]
     assert front
     for member in front:
-        assert set(member["genome"]["genes"]) == {"temperature", "top_p", "top_k"}
+        families = ("operator", "constant", "off_by_one", "swap", "name", "unwrap",
+                    "statement")
+        assert set(member["genome"]["genes"]) == {"temperature", "top_p", "top_k"} | {
+            f"{family}_weight" for family in families}
         assert member["adapter"] is None
+        for family in families:  # the baseline's edit-family weights reach the trial
+            assert member["overrides"][f"model.options.family_weights.{family}"] == member[
+                "genome"]["genes"][f"{family}_weight"]
         assert set(member["objectives"]) == {"bugfix", "style", "security", "syntax",
                                              "runtime"}
         assert member["overrides"]["model.temperature"] == member["genome"]["genes"][
@@ -219,8 +225,10 @@ def test_ca_is_deterministic_and_its_features_seed_the_genes():
                               "model.top_k", "model.repetition_penalty",
                               "model.max_new_tokens"}
     assert space.adapter_genes(genes).target_modules == ("q_proj", "v_proj")
-    assert GeneSpace.for_model("baseline", False, {}).names == ("temperature", "top_p",
-                                                                "top_k")
+    from coral_plugins.models.baseline.edits import FAMILIES
+
+    assert GeneSpace.for_model("baseline", False, {}).names == (
+        "temperature", "top_p", "top_k", *(f"{family}_weight" for family in FAMILIES))
     assert GeneSpace.for_model("openai", False, {}).names == ("temperature", "top_p",
                                                               "max_new_tokens")
 

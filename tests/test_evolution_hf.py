@@ -98,3 +98,25 @@ def test_a_target_module_the_model_lacks_is_refused(tmp_path, env, tiny):
     assert "has no module 'qkv_proj'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("option, reason", [
+    ("max_tokens = 1", "max_tokens reached after generation 1"),
+    ("max_train_seconds = 0.000001", "max_train_seconds reached after generation 1"),
+])
+def test_a_budget_ends_the_search_at_a_generation_boundary(tmp_path, data_dir, tiny, option,
+                                                           reason):
+    """[search.options] max_tokens / max_train_seconds: the search stops cleanly after the
+    generation that spent the budget (here the first), says why, and the run finishes."""
+    env = coral_env(data_dir, CORAL_CACHE_DIR=str(tmp_path / "cache"))  # adapters trained here
+    config = tmp_path / "budget.toml"
+    config.write_text((TOML % MODULES).replace("generations = 2", "generations = 3").replace(
+        "[search.options.genes]", f"{option}\n[search.options.genes]"))
+    result = run_coral("run", "--plugin", "evolution", "--model", f"hf:{tiny}", "--config",
+                       str(config), "--out", str(tmp_path / "run"), "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    search = summary["search"]
+    assert search["stopped"].startswith(reason), search["stopped"]
+    assert {g["generation"] for g in search["genomes"]} == {0}
+    assert summary["status"] == "finished" and summary["best"] is not None

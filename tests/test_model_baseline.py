@@ -424,3 +424,46 @@ def test_a_fixed_program_is_one_edit_away(model: BaselineModel, data_dir: Path) 
         code = sample.text[:-len(CLOSING_FENCE)]
         assert ast.dump(ast.parse(code)) != original
         assert hunks(program, code) == 1
+
+
+def test_family_weights_scale_the_prior_of_each_edit_family(quixbugs: QuixBugs,
+                                                            model: BaselineModel) -> None:
+    """`[model.options] family_weights` (the evolution strategy's genes for this model):
+    the same factor everywhere changes no order; a family weighted up leads the ranking;
+    a family weighted 0 sinks below every other edit."""
+    from coral_plugins.models.baseline.edits import FAMILIES
+    from coral_plugins.models.baseline.sampling import rank
+
+    program = quixbugs.task("kheapsort").prompt
+    from coral_plugins.models.baseline import program_in
+
+    source = program_in(program)
+    variants = enumerate_variants(source)
+    families = {v.text: {KINDS[o.kind] for o in v.origins} for v in variants}
+    plain = rank(variants, model.prior)
+    doubled = rank(variants, model.prior, {family: 2.0 for family in FAMILIES})
+    assert [r.text for r in doubled] == [r.text for r in plain]
+    assert all(abs(d.weight - 2 * p.weight) < 1e-12 for d, p in zip(doubled, plain))
+    last = families[plain[-1].text] - families[plain[0].text]
+    assert last, "the best and the worst variant come from the same families"
+    boosted_family = sorted(last)[0]
+    boosted = rank(variants, model.prior, {boosted_family: 1e6})
+    assert boosted_family in families[boosted[0].text]
+    top_family = sorted(families[plain[0].text])[0]
+    sunk = rank(variants, model.prior, {top_family: 0.0})
+    only = [i for i, r in enumerate(sunk) if families[r.text] == {top_family}]
+    rest = [i for i, r in enumerate(sunk) if families[r.text] != {top_family}]
+    assert only and rest and min(only) > max(rest)  # the zeroed family's edits come last
+    built = create_baseline("", dataset=quixbugs, family_weights={boosted_family: 1e6})
+    assert built.ranked(source)[0].text == boosted[0].text
+
+
+@pytest.mark.parametrize("weights, words", [
+    ({"operatr": 2.0}, "unknown edit family 'operatr' (did you mean 'operator'?)"),
+    ({"operator": -1}, "family_weights.operator must be a finite number >= 0"),
+    ([1, 2], "family_weights must be a table of edit family = factor"),
+])
+def test_bad_family_weights_are_one_clear_error(quixbugs: QuixBugs, weights, words) -> None:
+    with pytest.raises(UserError) as caught:
+        create_baseline("", dataset=quixbugs, family_weights=weights)
+    assert words in str(caught.value)

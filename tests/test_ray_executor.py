@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import coral_env, run_coral
+from coral_core.reporting import timeless
 from coral_plugins.executors.ray.cluster import connect
 
 ray = pytest.importorskip("ray")
@@ -69,18 +70,6 @@ def _run(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
     return json.loads(result.stdout), out
 
 
-def _comparable(summary: dict) -> dict:
-    """The summary less where it lives and how long things took."""
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items()
-                    if k != "run_dir" and "seconds" not in k}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-    return strip(summary)
-
-
 def _records(run_dir: Path) -> tuple[list, list]:
     with sqlite3.connect(f"file:{run_dir / 'coral.sqlite'}?mode=ro", uri=True) as db:
         generations = db.execute(
@@ -97,7 +86,7 @@ def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env):
     local, local_dir = _run(tmp_path, env, "local", config)
     on_ray, ray_dir = _run(tmp_path, env, "ray", config, "--executor", "ray")
     assert len(on_ray["trials"]) == 2
-    assert _comparable(on_ray) == _comparable(local)
+    assert timeless(on_ray) == timeless(local)
     assert _records(ray_dir) == _records(local_dir)
     assert len(_records(ray_dir)[1]) == 2 * 3 * 3
 
@@ -110,16 +99,14 @@ def _count(out: Path) -> int:
         return 0
 
 
-def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cluster):
-    """Joined with --ray-address; the evaluation and generation actors are killed (Ray
-    restarts them) while the run works: every record arrives once, and the result is the
-    local executor's."""
-    config = GRID.format(problems="[]", samples=4)
-    local, local_dir = _run(tmp_path, env, "local", config)
-    total = len(_records(local_dir)[1])
-    path = tmp_path / "cluster.toml"
+def _kill_mid_run(tmp_path: Path, env: dict, cluster: str, name: str, config: str,
+                  endings: tuple[str, ...], restart: bool) -> tuple[subprocess.Popen, Path, int]:
+    """Start `coral run --executor ray` on the cluster, wait for its first records, then
+    kill its actors whose names end with `endings` (Ray restarts them if `restart`);
+    return the running process, its run folder and how many records it had then."""
+    path = tmp_path / f"{name}.toml"
     path.write_text(config)
-    out = tmp_path / "cluster"
+    out = tmp_path / name
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
          "--config", str(path), "--out", str(out), "--json", "--executor", "ray",
@@ -133,18 +120,28 @@ def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cl
             assert time.monotonic() < deadline, "the run recorded nothing"
             time.sleep(0.02)
         named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                 if a["namespace"] == "coral"]
-        killed = [n for n in named if n.endswith(("-evaluation-0", "-generation-0"))]
-        assert len(killed) == 2, named
-        for name in killed:
-            ray.kill(ray.get_actor(name, namespace="coral"), no_restart=False)
-        at_kill = _count(out)
+                 if a["namespace"] == "coral" and a["name"].endswith(endings)]
+        assert len(named) == len(endings), named
+        for actor in named:
+            ray.kill(ray.get_actor(actor, namespace="coral"), no_restart=not restart)
+        return process, out, _count(out)
     finally:
         ray.shutdown()
+
+
+def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cluster):
+    """Joined with --ray-address; the evaluation and generation actors are killed (Ray
+    restarts them) while the run works: every record arrives once, and the result is the
+    local executor's."""
+    config = GRID.format(problems="[]", samples=4)
+    local, local_dir = _run(tmp_path, env, "local", config)
+    total = len(_records(local_dir)[1])
+    process, out, at_kill = _kill_mid_run(tmp_path, env, cluster, "cluster", config,
+                                          ("-evaluation-0", "-generation-0"), restart=True)
     stdout, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr[-3000:]
     assert at_kill < total, "the run ended before the actors were killed"
-    assert _comparable(json.loads(stdout)) == _comparable(local)
+    assert timeless(json.loads(stdout)) == timeless(local)
     assert _records(out) == _records(local_dir)  # each once, none lost
 
 
@@ -155,26 +152,8 @@ def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
     finishes with the local executor's records."""
     config = GRID.format(problems="[]", samples=4)
     local, local_dir = _run(tmp_path, env, "local", config)
-    path = tmp_path / "lost.toml"
-    path.write_text(config)
-    out = tmp_path / "lost"
-    process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
-         "--config", str(path), "--out", str(out), "--executor", "ray", "--ray-address",
-         cluster], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    connect(cluster)
-    try:
-        deadline = time.monotonic() + 300
-        while _count(out) < 2:
-            assert process.poll() is None, process.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the run recorded nothing"
-            time.sleep(0.02)
-        named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                 if a["namespace"] == "coral" and a["name"].endswith("-evaluation-0")]
-        assert len(named) == 1, named
-        ray.kill(ray.get_actor(named[0], namespace="coral"), no_restart=True)
-    finally:
-        ray.shutdown()
+    process, out, _ = _kill_mid_run(tmp_path, env, cluster, "lost", config,
+                                    ("-evaluation-0",), restart=False)
     _, stderr = process.communicate(timeout=600)
     if process.returncode == 0:  # every scoring call had returned before the kill
         pytest.skip("the run finished before the actor was killed")
@@ -187,7 +166,7 @@ def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
         "Ray's failure was recorded as candidates' errors")
     resumed = run_coral("run", "--resume", str(out), "--json", env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert _comparable(json.loads(resumed.stdout)) == _comparable(local)
+    assert timeless(json.loads(resumed.stdout)) == timeless(local)
     assert _records(out) == _records(local_dir)
 
 

@@ -41,6 +41,8 @@ KINDS: dict[str, str] = {
     "delete": "statement", "break_continue": "statement", "add_guard": "statement",
 }
 
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(KINDS.values()))
+
 _BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
            ast.LShift, ast.RShift, ast.BitOr, ast.BitXor, ast.BitAnd)
 # operators easily confused with each other: a replacement within a group is "near",

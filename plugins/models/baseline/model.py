@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from coral_core.errors import UserError
 from coral_core.seeds import sample_seed
 from coral_core.stops import cut_at_stop
+from coral_core.suggest import did_you_mean
 from coral_core.types import Generation, GenerationRequest
 
+from .edits import FAMILIES
 from .prior import Prior, cached_prior, problem_pairs
 from .prompt import program_in
 from .render import enumerate_variants
@@ -44,7 +47,7 @@ class BaselineModel:
     name = NAME
     supports_adapters = False  # no weights to adapt
 
-    def __init__(self, dataset: Any):
+    def __init__(self, dataset: Any, family_weights: Mapping[str, float] | None = None):
         if dataset is None or not callable(getattr(dataset, "training_examples", None)):
             name = getattr(dataset, "name", "?")
             raise UserError(
@@ -53,6 +56,7 @@ class BaselineModel:
                 "try --model reference to check a data set end to end"
             )
         self.dataset = dataset
+        self.family_weights = dict(family_weights or {})
         self._prior: Prior | None = None
         self._ranked: OrderedDict[str, list[Ranked]] = OrderedDict()
         self._lock = threading.Lock()
@@ -82,7 +86,7 @@ class BaselineModel:
             variants = enumerate_variants(program)
         except (SyntaxError, ValueError) as error:
             raise UserError(f"baseline: the prompt's program does not parse: {error}") from None
-        ranked = rank(variants, self.prior) or [Ranked(program, 1.0)]
+        ranked = rank(variants, self.prior, self.family_weights) or [Ranked(program, 1.0)]
         if not variants:
             log.warning("baseline: no single edit applies to the program; returning it as is")
         log.debug("baseline: %d variants", len(variants))
@@ -122,8 +126,32 @@ def trainable_datasets() -> list[str]:
                   if callable(getattr(entry.factory, "training_examples", None)))
 
 
-def create_baseline(target: str = "", *, dataset: Any = None) -> BaselineModel:
-    """The factory Coral calls for ``--model baseline`` (it passes the run's data set)."""
+def create_baseline(target: str = "", *, dataset: Any = None,
+                    family_weights: Any = None) -> BaselineModel:
+    """The factory Coral calls for ``--model baseline`` (it passes the run's data set).
+    `[model.options] family_weights = {operator = 2.0, ...}` scales the learned prior of
+    each edit family (the evolution strategy's genes for this model)."""
     if target:
         raise UserError(f"baseline: takes no target (use --model baseline, not baseline:{target})")
-    return BaselineModel(dataset)
+    return BaselineModel(dataset, check_family_weights(family_weights))
+
+
+def check_family_weights(value: Any) -> dict[str, float]:
+    """A table of edit family -> factor >= 0 (finite); one clear error otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UserError("[model.options] family_weights must be a table of edit family = "
+                        f"factor (families: {', '.join(FAMILIES)})")
+    weights = {}
+    for family, factor in value.items():
+        if family not in FAMILIES:
+            raise UserError(f"[model.options] family_weights: unknown edit family '{family}'"
+                            f"{did_you_mean(str(family), FAMILIES)} (families: "
+                            f"{', '.join(FAMILIES)})")
+        if (isinstance(factor, bool) or not isinstance(factor, (int, float))
+                or not math.isfinite(factor) or factor < 0):
+            raise UserError(f"[model.options] family_weights.{family} must be a finite "
+                            f"number >= 0, not {factor!r}")
+        weights[family] = float(factor)
+    return weights

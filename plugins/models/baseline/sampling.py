@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from coral_core.types import SamplingParams
 
+from .edits import KINDS
 from .prior import Prior
 from .render import Variant
 
@@ -28,9 +29,17 @@ class Ranked:
     weight: float
 
 
-def rank(variants: Sequence[Variant], prior: Prior) -> list[Ranked]:
-    """Best first; equal weights keep the enumeration order."""
-    weighted = [Ranked(v.text, prior.weight(v)) for v in variants]
+def rank(variants: Sequence[Variant], prior: Prior,
+         family_weights: Mapping[str, float] | None = None) -> list[Ranked]:
+    """Best first; equal weights keep the enumeration order. `family_weights` multiplies
+    the prior's weight of each edit by its family's factor (1 where not given)."""
+    if family_weights:
+        def weight(variant: Variant) -> float:
+            return max(prior.origin_weight(origin) * family_weights.get(
+                KINDS.get(origin.kind, origin.kind), 1.0) for origin in variant.origins)
+    else:
+        weight = prior.weight
+    weighted = [Ranked(v.text, weight(v)) for v in variants]
     order = sorted(range(len(weighted)), key=lambda i: (-weighted[i].weight, i))
     return [weighted[i] for i in order]
 

@@ -1,7 +1,9 @@
 """Genes, their ranges, and how a genome becomes a trial's overrides.
 
 A genome has cheap knobs (sampling: temperature, top_p, top_k, repetition_penalty,
-max_new_tokens), which change only generation, and, for models that take adapters, heavy
+max_new_tokens; for the baseline also a weight per edit family, its "edit-kind weights",
+top_k being its candidate budget), which change only generation, and, for models that take
+adapters, heavy
 genes (rank, alpha, dropout, target_modules, kind), which select the adapter a genome is
 evaluated with. Every gene is always present (Optuna's NSGA-II samples only the search
 space every trial shares), so a model's gene set is fixed for the whole search.
@@ -19,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 from coral_core.types import AdapterGenes
+from coral_plugins.models.baseline.edits import FAMILIES
 
 HEAVY = ("rank", "alpha", "dropout", "target_modules", "kind")
 CHEAP = ("temperature", "top_p", "top_k", "repetition_penalty", "max_new_tokens")
@@ -91,9 +94,18 @@ DEFAULTS: dict[str, Gene] = {
     "kind": Gene("kind", "intensity", choices=("lora", "dora")),
 }
 
-# The sampling knobs each backend honours (others: every knob).
+# The weight-free baseline's own genes: a factor on its learned prior for each edit family
+# (`[model.options] family_weights`), geometric choices around 1 (the prior as learned).
+FAMILY_GENES = tuple(f"{family}_weight" for family in FAMILIES)
+_FEATURES = ("complexity", "intensity", "periodicity", "convergence")
+for _index, _family in enumerate(FAMILIES):
+    DEFAULTS[f"{_family}_weight"] = Gene(
+        f"{_family}_weight", _FEATURES[_index % len(_FEATURES)],
+        f"model.options.family_weights.{_family}", choices=(0.25, 0.5, 1.0, 2.0, 4.0))
+
+# The knobs each backend honours (others: every sampling knob).
 MODEL_KNOBS = {
-    "baseline": ("temperature", "top_p", "top_k"),
+    "baseline": ("temperature", "top_p", "top_k", *FAMILY_GENES),
     "openai": ("temperature", "top_p", "max_new_tokens"),
 }
 
