@@ -28,7 +28,8 @@ def _toml_blocks(path):
 
 
 def test_documented_examples_are_valid_experiment_files(tmp_path):
-    blocks = _toml_blocks("README.md") + _toml_blocks("docs/configuration.md")
+    blocks = (_toml_blocks("README.md") + _toml_blocks("docs/configuration.md")
+              + _toml_blocks("docs/ray.md"))
     assert len(blocks) >= 2
     for number, block in enumerate(blocks):
         path = tmp_path / f"example{number}.toml"
