@@ -35,7 +35,12 @@ def reserve_stdout() -> None:
         return
     sys.stdout.flush()
     _document = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8")
-    os.dup2(2, 1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # stderr closed (2>&-): the strays go nowhere
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
     sys.stdout = sys.stderr
 
 
