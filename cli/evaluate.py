@@ -38,16 +38,27 @@ def evaluate(
     data_dir: Optional[Path] = typer.Option(
         None, "--data-dir", metavar="DIR",
         help="Folder holding the data set (else CORAL_DATA_DIR, else the fetched copy)."),
+    data: Optional[Path] = typer.Option(
+        None, "--data", metavar="FILE",
+        help="The data set's task file (config: [dataset.options] path), e.g. FIM JSONL."),
+    predictions: Optional[Path] = typer.Option(
+        None, "--predictions", metavar="FILE.jsonl",
+        help='FIM: JSONL lines {"task_id" | "index", "prediction"} to rescore.'),
+    extract: Optional[str] = typer.Option(
+        None, "--extract", metavar="NAME",
+        help="FIM: how a prediction is cut (auto, python, java, statement, none)."),
     json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
-    """Score candidate programs; exit 0 whether or not they pass."""
+    """Score candidate programs, or FIM predictions; exit 0 whether or not they pass."""
     if json_output:
         reserve_stdout()  # nothing but the document may reach stdout
     given = [flag for flag, value in (("--candidate", candidate), ("--candidate-dir",
-                                      candidate_dir), ("--samples", samples)) if value]
+                                      candidate_dir), ("--samples", samples),
+                                      ("--predictions", predictions)) if value]
     if len(given) != 1:
         raise UserError("give exactly one of --candidate FILE (with --problem), "
-                        "--candidate-dir DIR or --samples FILE.jsonl")
+                        "--candidate-dir DIR, --samples FILE.jsonl or --predictions "
+                        "FILE.jsonl (FIM)")
     if candidate is not None and not problem:
         raise UserError("--candidate needs --problem NAME")
     if candidate is None and problem:
@@ -58,8 +69,15 @@ def evaluate(
         layers.append(configuration.read_file(config))
     if data_dir is not None:
         layers.append({"dataset": {"data_dir": str(data_dir)}})
+    options = {"path": str(data.absolute()) if data else None, "extract": extract}
+    options = {k: v for k, v in options.items() if v is not None}
+    if options:
+        layers.append({"dataset": {"options": options}})
     resolved = configuration.merge(*layers)
     dataset = build_dataset(DatasetBlueprint.of(resolved))
+    if predictions is not None:
+        _rescore(resolved, dataset, predictions, json_output)
+        return
     if samples is not None:
         summary = score_samples(resolved, dataset, read_samples(samples), samples)
         if json_output:
@@ -84,6 +102,27 @@ def evaluate(
         return
     for doc in documents:
         show(_grid(doc))
+
+
+def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
+             json_output: bool) -> None:
+    if resolved["dataset"]["name"] != "fim":
+        raise UserError("--predictions rescores FIM completions (--plugin fim); for whole "
+                        "programs use --samples FILE.jsonl")
+    from coral_plugins.datasets.fim.predictions import read_predictions, score_predictions
+
+    tasks = dataset.tasks(resolved["dataset"]["split"])
+    mode = resolved["evaluators"]["options"].get("fim", {}).get("mode", "coral")
+    document = score_predictions(dataset, tasks, read_predictions(predictions, tasks), mode)
+    if json_output:
+        print_json(document)
+        return
+    columns = ("es", "es_fuzz", "em", "id_f1")
+    show(Grid(f"{len(tasks)} FIM predictions ({mode} metrics)",
+              (Column("task", key=True), *(Column(c, align="right") for c in columns)),
+              tuple((row["task_id"], *(number(row[c]) for c in columns))
+                    for row in document["tasks"]),
+              ", ".join(f"{k} {number(v)}" for k, v in document["overall"].items())))
 
 
 def _grid(doc: Mapping[str, Any]) -> Grid:

@@ -287,3 +287,69 @@ def test_hf_tiny_model_completes_infill_prompts(tmp_path):
     ids = hf._encode(request.prompt)
     assert ids[0] == tok.convert_tokens_to_ids("<|fim_prefix|>")
     hf.close()
+
+
+RESCORE_TASKS = [
+    {"prefix": "def inc(x):\n    return ", "suffix": "\n", "groundtruth": "x + 1"},
+    {"task_id": "pair", "prefix": "pair = ", "suffix": "\n", "groundtruth": "(left, right)"},
+    {"task_id": "total", "prefix": "total = ", "suffix": "\nprint(total)\n",
+     "groundtruth": "sum(values)"},
+]
+
+
+def _rescore(tmp_path: Path, predictions: list, *extra: str):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in RESCORE_TASKS))
+    path = tmp_path / "pred.jsonl"
+    path.write_text("".join((p if isinstance(p, str) else json.dumps(p)) + "\n"
+                            for p in predictions))
+    return run_coral("evaluate", "--plugin", "fim", "--data", str(tasks), "--predictions",
+                     str(path), *extra, env=coral_env())
+
+
+def test_evaluate_rescores_predictions_from_another_harness(tmp_path):
+    """By task id or by index, extracted as a run would, scored with the same metrics."""
+    predictions = [{"index": 0, "prediction": "x + 1"},
+                   {"task_id": "total", "prediction": "sum(values)\nprint(total)"},
+                   {"task_id": "pair", "prediction": "(right, left)"}]
+    result = _rescore(tmp_path, predictions, "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    rows = {row["task_id"]: row for row in document["tasks"]}
+    assert list(rows) == ["1", "pair", "total"]  # the task file's order
+    assert rows["1"]["em"] == 1.0 and rows["total"]["em"] == 1.0  # the echoed suffix is cut
+    assert rows["total"]["prediction"] == "sum(values)"
+    assert rows["pair"]["em"] == 0.0 and 0 < rows["pair"]["es"] < 1
+    expected = metrics.score_many(["x + 1", "(right, left)", "sum(values)"],
+                                  [t["groundtruth"] for t in RESCORE_TASKS])
+    assert document["overall"] == expected["overall"]
+    raw = _rescore(tmp_path, predictions, "--json", "--extract", "none")
+    assert json.loads(raw.stdout)["tasks"][2]["em"] == 0.0  # kept whole: not exact
+    table = _rescore(tmp_path, predictions)
+    assert table.returncode == 0 and "| pair" in table.stdout
+
+
+@pytest.mark.parametrize("predictions, words", [
+    ([{"task_id": "totl", "prediction": "x"}], "unknown task 'totl' (did you mean 'total'?)"),
+    ([{"index": 0, "prediction": "x"}, {"task_id": "1", "prediction": "y"}],
+     "a second prediction for task '1'"),
+    ([{"index": 0, "prediction": "x"}], "no prediction for task 'pair' (and 1 more)"),
+    (["{not json"], "malformed JSON"),
+    ([{"index": 7, "prediction": "x"}], 'an "index" in 0..2'),
+    ([{"task_id": "pair"}], '"prediction"'),
+])
+def test_bad_predictions_are_one_line_and_exit_2(tmp_path, predictions, words):
+    result = _rescore(tmp_path, predictions, "--json")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_predictions_are_for_fim_only(tmp_path, data_dir):
+    path = tmp_path / "pred.jsonl"
+    path.write_text('{"index": 0, "prediction": "x"}\n')
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--predictions", str(path),
+                       env=coral_env(data_dir))
+    assert result.returncode == 2
+    assert "--predictions rescores FIM completions" in result.stderr
