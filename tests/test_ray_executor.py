@@ -196,3 +196,20 @@ def test_ray_is_imported_only_by_a_run_that_names_it(env):
     from coral_core import plugins
 
     assert "ray" in plugins.registry().names("executors")
+
+
+def test_a_batch_goes_to_the_actor_that_holds_its_adapter_unless_it_lags():
+    from coral_plugins.executors.ray.executor import _Member, choose_generator
+
+    first, second = _Member("a"), _Member("b")
+    first.used("/adapters/x")
+    second.used("/adapters/y")
+    assert choose_generator([first, second], "/adapters/y") is second
+    second.busy = 1  # one batch more queued: still worth waiting for
+    assert choose_generator([first, second], "/adapters/y") is second
+    second.busy = 2  # two more: the idle actor loads the adapter instead
+    assert choose_generator([first, second], "/adapters/y") is first
+    assert choose_generator([first, second], "/adapters/new") is first  # least busy
+    for name in "pqrs":  # an actor keeps the last HELD_ADAPTERS (4) in mind
+        first.used(name)
+    assert "/adapters/x" not in first.adapters and first.adapters[-1] == "s"

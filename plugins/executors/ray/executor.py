@@ -15,7 +15,7 @@ import logging
 import threading
 import uuid
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from coral_core.blueprints import ModelBlueprint, ScoringBlueprint
@@ -35,13 +35,30 @@ CLOSE_SECONDS = 60.0
 PREPARE_SECONDS = 1800.0  # to place the actors and load the model in each
 
 
+HELD_ADAPTERS = 4  # adapters an actor is assumed to keep loaded (the hf model's default LRU)
+
+
 @dataclass
 class _Member:
     """An actor and what the driver knows of it."""
 
     actor: Any
     busy: int = 0
-    adapter: str | None = None  # the adapter its last batch used
+    adapters: list = field(default_factory=list)  # recently used, most recent last
+
+    def used(self, adapter: str | None) -> None:
+        if adapter in self.adapters:
+            self.adapters.remove(adapter)
+        self.adapters = (self.adapters + [adapter])[-HELD_ADAPTERS:]
+
+
+def choose_generator(members: Sequence[_Member], adapter: str | None) -> _Member:
+    """The actor for a batch: one that holds its adapter, unless it has more than one
+    batch more queued than the least busy actor (then the least busy: an adapter load
+    costs less than waiting a whole batch); ties go to the earlier actor."""
+    least = min(m.busy for m in members)
+    holders = [m for m in members if adapter in m.adapters and m.busy <= least + 1]
+    return min(holders or members, key=lambda m: m.busy)
 
 
 class RayExecutor:
@@ -155,15 +172,15 @@ class RayExecutor:
 
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]:
-        """An idle actor, preferring one whose last batch used the same adapter."""
+        """The actor that holds the batch's adapter where one does (`choose_generator`)."""
         self._start_generators(model)
         adapter = requests[0].adapter if requests else None
         with self._lock:
             if self._closed:
                 raise RuntimeError("the Ray executor is closed")
-            member = min(self._generators, key=lambda m: (m.busy, m.adapter != adapter))
+            member = choose_generator(self._generators, adapter)
             member.busy += 1
-            member.adapter = adapter
+            member.used(adapter)
         try:
             return self._get(member.actor.generate.remote(model, list(requests)),
                              doing="generation")
