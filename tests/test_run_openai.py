@@ -52,9 +52,11 @@ def test_run_against_a_served_model_records_every_sample(served_tiny_model, tmp_
 def test_run_through_a_faulty_proxy_completes_with_bounded_retries(served_tiny_model, tmp_path,
                                                                    data_dir):
     run_dir = tmp_path / "run"
-    options = {"timeout": 1.5, "max_retries": 8, "backoff_base": 0.05, "backoff_max": 0.5,
+    # The deadline must hold for an honest answer on a busy machine (1.5 s did not beside
+    # CPU hogs: a slow answer cost an extra retry); a "slow" fault outlasts it twice over.
+    options = {"timeout": 6.0, "max_retries": 8, "backoff_base": 0.05, "backoff_max": 0.5,
                "concurrency": 4}
-    with FaultProxy(served_tiny_model.base_url, rate=0.3, seed=11, slow_seconds=3.0) as proxy:
+    with FaultProxy(served_tiny_model.base_url, rate=0.3, seed=11, slow_seconds=12.0) as proxy:
         env = coral_env(data_dir, OPENAI_API_KEY=KEY)
         result = run_coral("run", "--plugin", "quixbugs", "--model",
                            f"openai:{served_tiny_model.model}", "--base-url", proxy.url,
