@@ -68,12 +68,16 @@ class LocalExecutor:
 
     def prepare(self, model: ModelBlueprint, scoring: ScoringBlueprint,
                 adapters: Sequence[str] = ()) -> None:
-        built = self.model(model)
-        check = getattr(built, "prepare_adapter", None)
-        for adapter in adapters:  # a broken adapter is refused now, not at the first batch
-            if callable(check):
-                check(adapter)
+        self.prepare_model(model, adapters)
         self.scoring(scoring)
+
+    def prepare_model(self, model: ModelBlueprint, adapters: Sequence[str] = ()) -> None:
+        """Build the model now and check the adapters, where the model can: a broken
+        adapter is refused before any work, not at the first batch."""
+        check = getattr(self.model(model), "prepare_adapter", None)
+        if callable(check):
+            for adapter in adapters:
+                check(adapter)
 
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]:

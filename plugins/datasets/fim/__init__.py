@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,6 +26,7 @@ from coral_core.types import Prompt, Success, Task
 
 from . import build
 from .extract import EXTRACTORS
+from .jsonl import json_lines
 from .templates import parse_any
 
 NAME = "fim"
@@ -69,21 +69,8 @@ def parse_line(obj: Any, where: str, crossfile: bool) -> tuple[str, str, str, st
 
 
 def read_tasks(path: Path, language: str | None, crossfile: bool) -> list[dict]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"fim: no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"fim: cannot read {path}: {error}") from None
     rows, seen = [], set()
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{where}: malformed JSON ({error.msg})") from None
+    for number, where, obj in json_lines(path, "fim"):
         prefix, suffix, truth, task_id = parse_line(obj, where, crossfile)
         task_id = task_id or str(number)
         if task_id in seen:

@@ -4,7 +4,6 @@ TASKS.jsonl --predictions PRED.jsonl`. Lines are `{"task_id" | "index", "predict
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -12,27 +11,16 @@ from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 from coral_core.types import Task
 
+from .jsonl import json_lines
+
 
 def read_predictions(path: Path, tasks: Sequence[Task]) -> list[str]:
     """One prediction per task, in the tasks' order; a malformed line, an unknown task, a
     task predicted twice or a task with no prediction is one error naming the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"no such predictions file: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read {path}: {error}") from None
     ids = [task.id for task in tasks]
     position = {task_id: index for index, task_id in enumerate(ids)}
     found: dict[int, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{where}: malformed JSON ({error.msg})") from None
+    for _, where, obj in json_lines(path, "predictions"):
         if not isinstance(obj, dict) or not isinstance(obj.get("prediction"), str):
             raise UserError(f'{where}: expected {{"task_id" or "index", "prediction": '
                             '"..."}')

@@ -21,11 +21,7 @@ class GenerationWorker:
         self.local = LocalExecutor(settings)
 
     def prepare(self, model: ModelBlueprint, adapters: Sequence[str]) -> int:
-        built = self.local.model(model)
-        check = getattr(built, "prepare_adapter", None)
-        for adapter in adapters:
-            if callable(check):
-                check(adapter)
+        self.local.prepare_model(model, adapters)
         return os.getpid()
 
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],

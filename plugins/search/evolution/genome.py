@@ -98,10 +98,10 @@ DEFAULTS: dict[str, Gene] = {
 # (`[model.options] family_weights`), geometric choices around 1 (the prior as learned).
 FAMILY_GENES = tuple(f"{family}_weight" for family in FAMILIES)
 _FEATURES = ("complexity", "intensity", "periodicity", "convergence")
-for _index, _family in enumerate(FAMILIES):
-    DEFAULTS[f"{_family}_weight"] = Gene(
-        f"{_family}_weight", _FEATURES[_index % len(_FEATURES)],
-        f"model.options.family_weights.{_family}", choices=(0.25, 0.5, 1.0, 2.0, 4.0))
+DEFAULTS.update({
+    gene: Gene(gene, _FEATURES[index % len(_FEATURES)],
+               f"model.options.family_weights.{family}", choices=(0.25, 0.5, 1.0, 2.0, 4.0))
+    for index, (gene, family) in enumerate(zip(FAMILY_GENES, FAMILIES))})
 
 # The knobs each backend honours (others: every sampling knob).
 MODEL_KNOBS = {
