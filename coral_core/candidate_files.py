@@ -69,7 +69,8 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
     candidate = Candidate(task, code)
     try:
         scored = scoring.scorer.score(candidate)
-        execution = scoring.context.execution(candidate)
+        execution = (scoring.context.execution(candidate) if task.execution is not None
+                     else None)
     except UserError:
         raise
     except Exception as error:  # one plugin's failure on one file must not lose the batch
@@ -79,6 +80,12 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
                 "outcomes": [], "objectives": {}, "fitness": 0.0,
                 "seen_in_training": task.seen_in_training, "sandboxed": None,
                 "error": " ".join(f"{type(error).__name__}: {error}".split())[:300]}
+    if execution is None:  # not a program run against tests (a test file, a completion)
+        return {"problem": task.id, "passed": bool(scored.passed),
+                "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
+                "outcomes": [], "objectives": dict(scored.objectives),
+                "fitness": round(scored.fitness, 6), "seen_in_training": task.seen_in_training,
+                "sandboxed": scoring.sandbox.isolated, "details": dict(scored.details)}
     return {
         "problem": task.id,
         "passed": bool(scored.passed),

@@ -90,6 +90,7 @@ class ExecutionContext:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, ...], Future] = {}
         self._reference_sandbox: Sandbox | None = None
+        self._preloaded: dict[tuple[str, ...], Sandbox] = {}
         self._templates: dict[tuple[object, ...], JobTemplate] = {}
 
     def _once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
@@ -130,11 +131,23 @@ class ExecutionContext:
                 self._reference_sandbox = Sandbox(self.policy, workers=1)
             return self._reference_sandbox
 
+    def preloaded(self, modules: tuple[str, ...]) -> Sandbox:
+        """A sandbox like this context's whose workers import `modules` before their first
+        job (started on first use, as many slots as the main one, closed with it)."""
+        with self._lock:
+            sandbox = self._preloaded.get(modules)
+            if sandbox is None:
+                policy = replace(self.policy, preload=modules)
+                sandbox = self._preloaded[modules] = Sandbox(policy, workers=self.sandbox.workers)
+            return sandbox
+
     def close(self) -> None:
         with self._lock:
-            sandbox, self._reference_sandbox = self._reference_sandbox, None
-        if sandbox is not None:
-            sandbox.close()
+            sandboxes = [self._reference_sandbox, *self._preloaded.values()]
+            self._reference_sandbox, self._preloaded = None, {}
+        for sandbox in sandboxes:
+            if sandbox is not None:
+                sandbox.close()
 
     def reference(self, task: Task) -> ReferenceTiming:
         """Medians over a few untraced runs of the reference solution, once per context.

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.datasets.quixbugs",
     "coral_plugins.datasets.fim",
+    "coral_plugins.datasets.testgen",
     "coral_plugins.models.baseline",
     "coral_plugins.models.hf",
     "coral_plugins.models.openai",
@@ -54,6 +55,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.evaluators.runtime",
     "coral_plugins.evaluators.mutation",
     "coral_plugins.evaluators.fim",
+    "coral_plugins.evaluators.testgen",
     "coral_plugins.search.single",
     "coral_plugins.search.grid",
     "coral_plugins.search.random",

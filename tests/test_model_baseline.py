@@ -194,7 +194,10 @@ def test_edits_that_cannot_be_fixes_are_not_proposed() -> None:
 # ----- the prior -----
 
 class RecordingDataset:
-    """A data set that records what the model asks of it, and allows nothing else."""
+    """A data set that records what the model asks of it, and allows nothing else (but
+    what its candidates are: repairs, not test files)."""
+
+    candidate_kind = "program"
 
     def __init__(self, inner: QuixBugs):
         self.inner = inner

@@ -126,6 +126,9 @@ def _valid(kind: str, reply: dict[str, Any]) -> bool:
     if kind == "bandit":
         return all(count(reply.get(k)) for k in ("high", "medium", "low")) \
             and names(reply.get("tests"))
+    if kind == "screen":
+        return type(reply.get("ok")) is bool and names(reply.get("reasons")) \
+            and count(reply.get("tests"))
     return False
 
 

@@ -51,6 +51,9 @@ class SandboxPolicy:
     syscall_filter: the seccomp filter of inside/seccomp.py (keyrings, IPC, user
     namespaces); off only to test the layers behind it.
     cgroup: a memory and pids cgroup per slot where one is writable (see cgroups.py).
+    preload: modules the worker imports before its first job, so that every child has them
+    for the price of a fork (the test-generation harness preloads pytest and coverage);
+    plain program scoring preloads nothing more, since a larger worker forks slower.
     """
 
     timeout: float = 5.0
@@ -68,6 +71,7 @@ class SandboxPolicy:
     hidden: tuple[str, ...] = ()
     syscall_filter: bool = True
     cgroup: bool = True
+    preload: tuple[str, ...] = ()
 
     def limits(self, steps: int, timeouts: list[float] | None = None) -> dict[str, int]:
         budget = sum(timeouts) if timeouts else self.timeout * max(steps, 1)
@@ -87,7 +91,7 @@ class SandboxPolicy:
         """The JSON options the sandbox worker takes (see inside/worker.py main)."""
         ids = [NOBODY, NOBODY] if os.geteuid() == 0 else None
         return json.dumps({"ids": ids, "filter": self.syscall_filter,
-                           "memory_cgroup": memory_cgroup})
+                           "memory_cgroup": memory_cgroup, "preload": list(self.preload)})
 
 
 def scrubbed_environment() -> dict[str, str]:

@@ -111,7 +111,9 @@ def run_child(control, first, result_fd, scratch, body_fd):
         return tracer
 
     def counted():  # the lines since the last reset, or -1 if the tracer was removed
-        honest = counting and sys.gettrace() is tracer
+        if not counting:  # a tracer the job's own support code set (coverage) stays
+            return -1
+        honest = sys.gettrace() is tracer
         sys.settrace(None)
         return events[0] if honest else -1
 

@@ -32,6 +32,7 @@ import struct
 import sys
 import warnings
 
+from . import testscreen
 from .privileges import die_with_parent, harden
 
 CPU_SECONDS = 20  # per request
@@ -162,6 +163,9 @@ def handle(linters, request):
     try:
         if kind == "parse":
             return parse(code), True
+        if kind == "screen":
+            modules = (request.get("options") or {}).get("modules") or []
+            return testscreen.screen(canonical(code)[0], [str(m) for m in modules]), True
         linters.load(canonical(code)[1])
         if kind == "flake8":
             return linters.flake8(request.get("options") or {}), True

@@ -282,7 +282,8 @@ class Job:
 
 def main(argv):
     """argv: the scratch root, then JSON options: `ids` ([uid, gid] the children run as,
-    when started as root), `filter` (install the seccomp filter), `memory_cgroup`."""
+    when started as root), `filter` (install the seccomp filter), `memory_cgroup`,
+    `preload` (more modules to import before the first job)."""
     scratch_root = argv[1]
     options = json.loads(argv[2]) if len(argv) > 2 else {}
     writable = [scratch_root]
@@ -290,7 +291,7 @@ def main(argv):
         writable.append("/dev/shm")
     keep = cleanup.mounts_within(writable)
     harden()  # while still root: the interpreter's own files may be readable by root only
-    for name in PREIMPORT:
+    for name in (*PREIMPORT, *options.get("preload", ())):
         try:
             __import__(name)
         except ImportError:

@@ -127,12 +127,20 @@ def trainable_datasets() -> list[str]:
 
 
 def create_baseline(target: str = "", *, dataset: Any = None,
-                    family_weights: Any = None) -> BaselineModel:
+                    family_weights: Any = None) -> Any:
     """The factory Coral calls for ``--model baseline`` (it passes the run's data set).
     `[model.options] family_weights = {operator = 2.0, ...}` scales the learned prior of
-    each edit family (the evolution strategy's genes for this model)."""
+    each edit family (the evolution strategy's genes for this model). For a data set whose
+    candidates are test files (testgen), the baseline writes snapshot tests instead."""
     if target:
         raise UserError(f"baseline: takes no target (use --model baseline, not baseline:{target})")
+    if getattr(dataset, "candidate_kind", "program") == "tests":
+        if family_weights is not None:
+            raise UserError("baseline: family_weights weigh repairs; the test writer "
+                            "(testgen) takes no options")
+        from .tests_writer import BaselineTestWriter
+
+        return BaselineTestWriter(dataset)
     return BaselineModel(dataset, check_family_weights(family_weights))
 
 

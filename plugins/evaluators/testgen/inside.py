@@ -1,0 +1,206 @@
+"""Coral's test-generation harness: runs a model-written pytest file inside the sandbox.
+
+This file is not imported by Coral: its text is sent with every job as the first support
+module of the sandbox child, followed by `CONFIG = {...}` and `start()`, so it runs before
+the program under test and the test file are loaded (coverage.py then sees the program's
+import). The worker has pytest and coverage preloaded; a child costs a fork.
+
+It collects tests as pytest does for a plain module (functions named test*, classes named
+Test* without __init__, their test* methods; `pytest.mark.parametrize` expanded, `skip`,
+boolean `skipif` and `xfail` honoured: an xfail test can never fail a run, so it is skipped)
+and runs each under a CPU-time budget. Fixtures other than parametrize arguments are not
+provided: a test that needs one fails with a clear detail. One record goes back: each
+test's status and CPU time, and, in coverage mode, which lines of the program each test
+executed (coverage.py's dynamic contexts; "" is the import).
+"""
+
+import itertools
+import signal
+import sys
+import time
+import types
+
+CONFIG = {}
+ID_CHARS = 200
+_state = {"coverage": None, "expired": False}
+
+
+class _Expired(BaseException):
+    """A test's CPU budget ran out (a BaseException: `except Exception` cannot keep it)."""
+
+
+def start():
+    if CONFIG.get("coverage"):
+        import coverage
+
+        measure = coverage.Coverage(data_file=None, config_file=False)
+        measure.start()
+        _state["coverage"] = measure
+
+
+def _marks(*owners):
+    marks = []
+    for owner in owners:
+        found = getattr(owner, "pytestmark", [])
+        marks.extend(found if isinstance(found, list) else [found])
+    return marks
+
+
+def _parameter_sets(mark):
+    args, kwargs = list(mark.args), dict(mark.kwargs)
+    names = args[0] if args else kwargs.get("argnames")
+    values = args[1] if len(args) > 1 else kwargs.get("argvalues")
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names, sets = list(names), []
+    for index, value in enumerate(list(values)):
+        marks, label = (), str(index)
+        if type(value).__name__ == "ParameterSet":  # pytest.param(...)
+            marks, label = tuple(value.marks), value.id or str(index)
+            row = tuple(value.values)
+        elif len(names) == 1:
+            row = (value,)
+        else:
+            row = tuple(value)
+        if len(row) != len(names):
+            raise ValueError("parametrize: %d names but %d values" % (len(names), len(row)))
+        sets.append((dict(zip(names, row)), label, marks))
+    return sets
+
+
+def _skipped(marks):
+    for mark in marks:
+        if mark.name in ("skip", "xfail"):
+            return True
+        if mark.name == "skipif":
+            conditions = list(mark.args) or [mark.kwargs.get("condition", True)]
+            if any(isinstance(c, str) for c in conditions):
+                raise ValueError("skipif with a string condition is not supported")
+            if any(conditions):
+                return True
+    return False
+
+
+def _expand(name, function, owner, module):
+    """(test id, function, owner class, arguments, skipped or error text) per test."""
+    owners = (function, owner, module) if owner is not None else (function, module)
+    marks = _marks(*owners)
+    try:
+        groups = [_parameter_sets(m) for m in marks if m.name == "parametrize"]
+        base_skip = _skipped([m for m in marks if m.name != "parametrize"])
+    except Exception as error:  # a malformed mark: the test errors
+        return [(name, function, owner, {}, "error: %s" % _describe(error))]
+    items = []
+    for combination in itertools.product(*groups):
+        arguments, labels, skip = {}, [], base_skip
+        for values, label, extra in combination:
+            arguments.update(values)
+            labels.append(label)
+            try:
+                skip = skip or _skipped(list(extra))
+            except Exception as error:
+                skip = "error: %s" % _describe(error)
+        test_id = (name + ("[%s]" % "-".join(labels) if labels else ""))[:ID_CHARS]
+        items.append((test_id, function, owner, arguments, "skip" if skip is True else skip))
+    return items
+
+
+def collect(module):
+    items = []
+    for name, value in list(vars(module).items()):
+        if name.startswith("test") and isinstance(value, types.FunctionType):
+            items.extend(_expand(name, value, None, module))
+        elif name.startswith("Test") and isinstance(value, type) \
+                and value.__init__ is object.__init__:  # pytest skips classes with one
+            for attribute, method in list(vars(value).items()):
+                if attribute.startswith("test") and isinstance(method, types.FunctionType):
+                    items.extend(_expand("%s::%s" % (name, attribute), method, value, module))
+    return items
+
+
+def _describe(error):
+    try:
+        text = "%s: %s" % (type(error).__name__, error)
+    except BaseException:
+        text = "exception"
+    return " ".join(text.split())[:200]
+
+
+def _expire(signum, frame):
+    _state["expired"] = True
+    raise _Expired()
+
+
+def _call(function, owner, arguments):
+    import inspect
+
+    wanted = list(inspect.signature(function).parameters)
+    if owner is not None:
+        wanted = wanted[1:]
+    missing = [p for p in wanted if p not in arguments]
+    if missing:
+        raise LookupError("fixture '%s' is not available (only parametrize arguments are)"
+                          % missing[0])
+    if inspect.iscoroutinefunction(function):
+        raise TypeError("async tests are not supported")
+    target = function.__get__(owner(), owner) if owner is not None else function
+    target(**{k: arguments[k] for k in wanted})
+
+
+def run_one(test_id, function, owner, arguments, budget, pytest):
+    _state["expired"] = False
+    signal.signal(signal.SIGPROF, _expire)
+    measure = _state["coverage"]
+    if measure is not None:
+        measure.switch_context(test_id)
+    started = time.process_time()
+    status, detail = "pass", ""
+    signal.setitimer(signal.ITIMER_PROF, budget)
+    try:
+        _call(function, owner, arguments)
+    except _Expired:
+        status = "timeout"
+    except pytest.skip.Exception:
+        status = "skip"
+    except BaseException as error:  # noqa: B902 - a test's every failure is its verdict
+        status, detail = "fail", _describe(error)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+    if _state["expired"]:  # a test that swallowed the expiry still ran out of time
+        status, detail = "timeout", ""
+    return [test_id, status, round(time.process_time() - started, 6), detail]
+
+
+def run(module, record):
+    """Run every collected test in order, each recorded as it finishes (so a run that is
+    killed still tells how far it got); then, in coverage mode, the lines."""
+    import pytest
+
+    budgets = CONFIG.get("budgets") or []
+    stop_on = CONFIG.get("stop_on") or []
+    default = float(CONFIG.get("budget", 2.0))
+    items = collect(module)[:CONFIG.get("limit", 500)]
+    record({"collected": len(items)})
+    for index, (test_id, function, owner, arguments, state) in enumerate(items):
+        if state:
+            row = [test_id, "skip" if state == "skip" else "error", 0.0,
+                   "" if state == "skip" else state]
+        else:
+            budget = float(budgets[index]) if index < len(budgets) else default
+            row = run_one(test_id, function, owner, arguments, budget, pytest)
+        sys.stdout.flush()
+        record(row)
+        if index < len(stop_on) and stop_on[index] and row[1] in ("fail", "timeout", "error"):
+            return  # as cosmic-ray's `pytest -x`: this version is told apart
+    lines = None
+    measure = _state["coverage"]
+    if measure is not None:
+        measure.stop()
+        data = measure.get_data()
+        target = CONFIG.get("program_file", "")
+        lines = {}
+        for path in data.measured_files():
+            if path.rsplit("/", 1)[-1] == target:
+                contexts = data.contexts_by_lineno(path)
+                lines = {str(line): sorted(names) for line, names in contexts.items()}
+    record({"done": len(items), "lines": lines})

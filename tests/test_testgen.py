@@ -1,0 +1,398 @@
+"""Test generation (`testgen`): model-written pytest files scored in the sandbox against the
+correct program, the buggy one and cosmic-ray's mutants; hostile test files; the baseline's
+snapshot tests; the command line end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import coral_env, run_coral
+
+GOOD = '''import pytest
+from bitcount import bitcount
+
+
+@pytest.mark.parametrize("n, expected", [(127, 7), (128, 1), (0, 0), (255, 8)])
+def test_counts(n, expected):
+    assert bitcount(n) == expected
+
+
+class TestSmall:
+    def test_one(self):
+        assert bitcount(1) == 1
+'''
+
+WEAK = '''from bitcount import bitcount
+
+
+def test_zero():
+    assert bitcount(0) == 0
+'''
+
+WRONG = '''from bitcount import bitcount
+
+
+def test_right():
+    assert bitcount(3) == 2
+
+
+def test_wrong():
+    assert bitcount(3) == 3
+'''
+
+
+@pytest.fixture(scope="module")
+def scoring(data_dir):
+    from coral_core.execution import ExecutionContext
+    from coral_core.sandbox import Sandbox, SandboxPolicy
+    from coral_plugins.datasets.testgen import Testgen
+
+    os.environ.setdefault("CORAL_DATA_DIR", str(data_dir))
+    dataset = Testgen(str(data_dir))
+    sandbox = Sandbox(SandboxPolicy(), workers=2)
+    context = ExecutionContext(sandbox)
+    yield dataset, context
+    context.close()
+    sandbox.close()
+
+
+def evaluate(scoring, code: str, problem: str = "bitcount", **options):
+    from coral_core.types import Candidate
+    from coral_plugins.evaluators.testgen.evaluator import TestgenEvaluator
+
+    dataset, context = scoring
+    task = dataset.tasks("all", [problem])[0]
+    return TestgenEvaluator(**options).evaluate(Candidate(task, code), context)
+
+
+def test_a_good_suite_passes_reveals_covers_and_kills(scoring):
+    first = evaluate(scoring, GOOD)
+    assert first.objectives["tests_pass"] == 1.0
+    assert first.objectives["bug_revealed"] == 1.0
+    assert first.objectives["line_coverage"] == 1.0
+    mutation = first.details["mutation"]
+    assert mutation["mutants"] >= 15 and 0 < mutation["killed"] < mutation["mutants"]
+    assert first.objectives["mutation_score"] == mutation["killed"] / mutation["mutants"]
+    assert first.details["tests"] == 5 and first.details["revealed_by"]
+    again = evaluate(scoring, GOOD + "\n")  # another text, the same tests: the same scores
+    assert again.objectives == first.objectives
+
+
+def test_a_weak_suite_reveals_nothing_and_covers_less(scoring):
+    weak = evaluate(scoring, WEAK)
+    assert weak.objectives["tests_pass"] == 1.0
+    assert weak.objectives["bug_revealed"] == 0.0  # the buggy bitcount(0) is also 0
+    assert weak.objectives["line_coverage"] < 1.0
+    assert weak.details["coverage"]["missed"]
+    good = evaluate(scoring, GOOD)
+    assert weak.objectives["mutation_score"] < good.objectives["mutation_score"]
+
+
+def test_a_suite_that_fails_on_the_correct_program_reveals_nothing(scoring):
+    wrong = evaluate(scoring, WRONG)
+    assert wrong.objectives["tests_pass"] == 0.5
+    assert wrong.objectives["bug_revealed"] == 0.0  # its failure is not evidence of the bug
+    assert wrong.details["failing_on_correct"][0][0] == "test_wrong"
+    assert wrong.objectives["mutation_score"] > 0  # from test_right, the test that passes
+
+
+def test_mutation_verdicts_equal_coral_mutation_run(scoring, tmp_path):
+    """The same cosmic-ray mutants and verdicts as `coral mutation run` on the same
+    program and tests (which are cosmic-ray's, tests/test_mutation.py), mutants that do not
+    compile aside."""
+    from coral_plugins.evaluators.mutation.runner import run_mutation
+
+    dataset, _ = scoring
+    program = dataset.tasks("all", ["bitcount"])[0].metadata["program"]
+    (tmp_path / "bitcount.py").write_text(program)
+    (tmp_path / "test_bitcount.py").write_text(GOOD)
+    summary = run_mutation(tmp_path / "bitcount.py", [tmp_path / "test_bitcount.py"],
+                           session_path=tmp_path / "s.sqlite", workers=2, project=tmp_path)
+    theirs = {(row["operator"], row["occurrence"]) for row in summary["mutants"]
+              if row["verdict"] == "survived"}
+    ours = evaluate(scoring, GOOD).details["mutation"]
+    assert {(s["operator"], s["occurrence"]) for s in ours["survivors"]} == theirs
+    competent = [row for row in summary["mutants"] if row["detail"] != "mutant does not compile"]
+    assert ours["mutants"] == len(competent)
+
+
+HOSTILE_EDITS = '''import bitcount as program
+from bitcount import bitcount
+
+
+def honest(n):
+    count = 0
+    while n:
+        n &= n - 1
+        count += 1
+    return count
+
+
+program.bitcount = honest
+
+
+def test_counts():
+    assert program.bitcount(127) == 7
+'''
+
+LOOPS = '''from bitcount import bitcount
+
+
+def test_forever():
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+'''
+
+
+def test_a_suite_that_edits_the_program_earns_nothing_from_it(scoring):
+    edited = evaluate(scoring, HOSTILE_EDITS)
+    assert edited.objectives["tests_pass"] == 1.0  # it tests its own copy, which is right
+    assert edited.objectives["bug_revealed"] == 0.0  # ... so the buggy program goes unseen
+    assert edited.objectives["mutation_score"] == 0.0
+    assert edited.objectives["line_coverage"] < 0.5
+
+
+def test_a_suite_that_never_finishes_is_timed_out(scoring):
+    looped = evaluate(scoring, LOOPS, test_timeout=0.5, suite_timeout=3.0)
+    assert set(looped.objectives.values()) == {0.0}
+    assert "did not finish (timeout" in looped.details["error"]
+
+
+# Files that test only bitcount(0) == 0 (true of the buggy program too) in ways that once
+# made later runs differ from the first: a 400-character id cut differently, an id drawn at
+# random, a skipped test whose side effect a later test checks (it used to be left out of
+# later runs), a slow parametrize generator (collection used to eat a mutant run's time).
+SAME_AS_WEAK = {
+    "long_id": """import pytest
+from bitcount import bitcount
+
+
+@pytest.mark.parametrize("n, want", [pytest.param(0, 0, id="x" * 400)])
+def test_zero(n, want):
+    assert bitcount(n) == want
+""",
+    "random_id": """import random
+import pytest
+from bitcount import bitcount
+
+
+@pytest.mark.parametrize("n", [pytest.param(0, id=str(random.Random().random()))])
+def test_zero(n):
+    assert bitcount(n) == 0
+""",
+    "skip_state": """import pytest
+from bitcount import bitcount
+
+ran = []
+
+
+def test_a():
+    ran.append(1)
+    pytest.skip("not counted, but it ran")
+
+
+def test_zero():
+    assert bitcount(0) == 0
+    assert ran
+""",
+    "slow_collection": """import pytest
+from bitcount import bitcount
+
+
+def values():
+    total = 0
+    for i in range(3000000):
+        total += i
+    yield 0
+
+
+@pytest.mark.parametrize("n", values())
+def test_zero(n):
+    assert bitcount(n) == 0
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_AS_WEAK))
+def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
+    got = evaluate(scoring, SAME_AS_WEAK[name]).objectives
+    weak = evaluate(scoring, WEAK).objectives
+    if name == "random_id":  # its runs cannot be matched test by test: it earns no kill
+        assert got == dict(weak, mutation_score=0.0)
+    else:
+        assert got == weak
+
+
+@pytest.mark.parametrize("trick", [
+    "from bitcount import bitcount\ndef test():\n    assert bitcount.__code__.co_code\n",
+    "import inspect\nfrom bitcount import bitcount\n"
+    "def test():\n    assert '&=' in inspect.getsource(bitcount)\n",
+    "import collections\ndef test():\n    assert collections._sys.modules\n",
+    "import typing\ndef test():\n    assert typing.sys.modules\n",
+    "from bitcount import bitcount\ndef test():\n    assert getattr(bitcount, 'x' + 'y')\n",
+    "def test():\n    assert '{0.__globals__}'.format(test)\n",
+    "def test():\n    assert '{0.x}'.format(test)\n",
+    "import sys\ndef test():\n    sys.settrace(None)\n",
+    "import random\ndef test():\n    random._os._exit(0)\n",
+    "def test():\n    eval('1')\n",
+    "import enum\ndef test():\n    assert enum.bltns\n",
+    "import functools\nfrom bitcount import bitcount\nclass S:\n"
+    "    def __setattr__(self, name, value):\n        pass\ndef test():\n"
+    "    functools.update_wrapper(S(), bitcount)\n",
+    "from functools import singledispatch\ndef test():\n    pass\n",
+    "from bitcount import bitcount\ndef test():\n    match bitcount:\n"
+    "        case object(co_code=raw):\n            pass\n",
+    "S = 'x'\ndef f(x: S + S):\n    pass\ndef test():\n    pass\n",
+    "def f(x: 'open(1)'):\n    pass\ndef test():\n    pass\n",
+    "import pytest\ndef test(monkeypatch):\n    pytest.importorskip('os')\n",
+    "from bitcount import bitcount\ndef test():\n"
+    "    try:\n        bitcount(None)\n    except TypeError as e:\n"
+    "        assert e.__traceback__.tb_frame.f_globals\n",
+])
+def test_a_suite_that_could_tell_versions_apart_is_refused(scoring, trick):
+    refused = evaluate(scoring, trick)
+    assert set(refused.objectives.values()) == {0.0}
+    assert refused.details["refused"], refused.details
+
+
+def test_the_screen_lets_ordinary_tests_through():
+    from coral_core.sandbox.inside.testscreen import screen
+
+    ordinary = GOOD + '''
+from collections import deque
+import math
+
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Box) and self.value == other.value
+
+
+class Sub(Box):
+    def __init__(self, value):
+        super().__init__(value)
+
+
+def test_more():
+    with pytest.raises(TypeError):
+        bitcount("x")
+    assert math.isclose(0.1 + 0.2, pytest.approx(0.3))
+    assert deque([1]) and Sub(1) == Box(1) and type(1) is int
+    assert f"{bitcount(3)}" == "2"
+
+
+if __name__ == "__main__":
+    pass
+'''
+    assert screen(ordinary, ["bitcount"]) == {"ok": True, "reasons": [], "tests": 3}
+    refused = screen("import os\nimport os\n", ["bitcount"])
+    assert refused["reasons"] == ["line 1: imports os"]  # once per rule
+
+
+def test_the_baseline_writes_the_same_tests_for_the_same_seed_and_they_pass(scoring):
+    from coral_core.types import GenerationRequest, SamplingParams
+    from coral_plugins.models.baseline.model import create_baseline
+
+    dataset, _ = scoring
+    writer = create_baseline(dataset=dataset)
+    try:
+        task = dataset.tasks("test", ["to_base"])[0]
+        request = GenerationRequest(task.prompt, SamplingParams(n=2, seed=3, stop=task.stop))
+        first, second = writer.generate([request])[0], writer.generate([request])[0]
+        assert [g.text for g in first] == [g.text for g in second]
+        assert first[0].text != first[1].text  # two samples, two sets of inputs
+        code = dataset.extract_code(task, first[0].text)
+        assert "def test_to_base_" in code and "```" not in code
+        scored = evaluate(scoring, code, "to_base")
+        assert scored.objectives["tests_pass"] == 1.0
+        assert scored.objectives["line_coverage"] > 0.5
+    finally:
+        writer.close()
+
+
+def test_coral_run_testgen_end_to_end(data_dir, tmp_path):
+    out = tmp_path / "run"
+    done = run_coral("run", "--plugin", "testgen", "--samples", "1", "--problems",
+                     "to_base,sieve", "--out", str(out), "--json", env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    per_problem = {p["problem"]: p for p in summary["problems"]}
+    assert set(per_problem) == {"to_base", "sieve"}
+    for problem in per_problem.values():
+        assert set(problem["objectives"]) == {"tests_pass", "bug_revealed", "line_coverage",
+                                              "mutation_score"}
+        assert problem["objectives"]["tests_pass"] == 1.0
+    again = run_coral("run", "--plugin", "testgen", "--samples", "1", "--problems",
+                      "to_base,sieve", "--out", str(tmp_path / "again"), "--json",
+                      env=coral_env(data_dir))
+    assert json.loads(again.stdout)["problems"] == summary["problems"]
+
+
+def test_coral_evaluate_a_test_file(data_dir, tmp_path):
+    path = tmp_path / "bitcount.py"
+    path.write_text(GOOD)
+    done = run_coral("evaluate", "--plugin", "testgen", "--problem", "bitcount",
+                     "--candidate", str(path), "--json", env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["passed"] is True
+    assert document["objectives"]["bug_revealed"] == 1.0
+    assert document["details"]["testgen"]["coverage"]["statements"] == 6
+
+
+def test_a_training_problem_on_the_test_split_is_refused(data_dir):
+    done = run_coral("run", "--plugin", "testgen", "--split", "test", "--problems",
+                     "bitcount", "--samples", "1", env=coral_env(data_dir))
+    assert done.returncode == 2
+    assert "contamination" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_bad_evaluator_options_are_one_line(data_dir, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("[evaluators.options.testgen]\nmax_mutants = -1\n")
+    done = run_coral("run", "--plugin", "testgen", "--config", str(config), "--samples", "1",
+                     "--out", str(tmp_path / "r"), env=coral_env(data_dir))
+    assert done.returncode == 2
+    assert "max_mutants" in done.stderr and not (tmp_path / "r").exists()
+
+
+def test_max_mutants_samples_with_the_seed(scoring):
+    some = evaluate(scoring, GOOD, max_mutants=5, seed=1)
+    assert some.details["mutation"]["mutants"] == 5
+    assert evaluate(scoring, GOOD + "#\n", max_mutants=5, seed=1).objectives == some.objectives
+
+
+def test_skip_mutation(scoring, monkeypatch):
+    monkeypatch.setenv("SKIP_MUTATION", "true")
+    skipped = evaluate(scoring, GOOD)
+    assert skipped.objectives["mutation_score"] == 0.0
+    assert skipped.details["mutation"]["available"] is False
+    assert skipped.objectives["bug_revealed"] == 1.0
+
+
+def test_graph_problems_offer_the_node_class(scoring):
+    code = '''from node import Node
+from breadth_first_search import breadth_first_search
+
+
+def test_path():
+    end = Node("end")
+    start = Node("start", None, [end])
+    assert breadth_first_search(start, end)
+
+
+def test_no_path():
+    assert not breadth_first_search(Node("a"), Node("b"))
+'''
+    scored = evaluate(scoring, code, "breadth_first_search")
+    assert scored.objectives["tests_pass"] == 1.0, scored.details
