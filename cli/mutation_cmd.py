@@ -48,6 +48,12 @@ def run(
         None, "--sample", metavar="FRACTION", help="Run a seeded random fraction of mutants."),
     seed: int = typer.Option(0, "--seed", metavar="S", help="Seed for --sample."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON summary."),
+    executor: str = typer.Option(
+        "local", "--executor", metavar="local|ray", show_default=True,
+        help="Where the workers run: processes here, or Ray actors (docs/ray.md)."),
+    ray_address: str = typer.Option(
+        "", "--ray-address", metavar="ADDR",
+        help="With --executor ray: the cluster to join (default: start a local Ray)."),
 ) -> None:
     """Mutation-test MODULE with TESTS; every verdict is committed as it completes."""
     from coral_plugins.evaluators.mutation.runner import run_mutation
@@ -66,7 +72,8 @@ def run(
             sys.stderr.flush()
 
     summary = run_mutation(module, list(tests), session, workers, timeout_mode, resume,
-                           sample, seed, progress=progress)
+                           sample, seed, progress=progress, executor=executor,
+                           ray_address=ray_address)
     if as_json:
         print_json(summary)
         return

@@ -66,10 +66,15 @@ def _result(plan: Plan, reply: dict | None):
 def run_mutation(module: Path, tests: list[Path], session_path: Path | None = None,
                  workers: int | None = None, timeout_mode: str = "relative",
                  resume: bool = False, sample: float | None = None, seed: int = 0,
-                 project: Path | None = None, progress=None) -> dict:
-    """Mutation-test `module` with `tests`; returns the summary (see docs/mutation.md)."""
+                 project: Path | None = None, progress=None, executor: str = "local",
+                 ray_address: str = "") -> dict:
+    """Mutation-test `module` with `tests`; returns the summary (see docs/mutation.md).
+    executor "ray": the workers are Ray actors (remote.py), on a local Ray or the cluster
+    at `ray_address`."""
     if skip_requested():
         return unavailable("SKIP_MUTATION=true")
+    if executor not in ("local", "ray"):
+        raise UserError(f"--executor must be local or ray, not '{executor}'")
     if timeout_mode not in ("relative", "seed"):
         raise UserError(f"--timeout-mode must be relative or seed, not '{timeout_mode}'")
     if sample is not None and not 0 < sample <= 1:
@@ -98,6 +103,22 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
                 "tests": rel_tests, "timeout_mode": timeout_mode, "sample": sample,
                 "seed": seed,
                 "test_command": "python -m pytest " + " ".join(rel_tests)}
+    spawn, shutdown = start_worker, None
+    if executor == "ray":  # joined before anything is written: an unreachable cluster is 2
+        from .remote import ray_spawner
+
+        spawn, shutdown = ray_spawner(project, {session_path.resolve()}, ray_address)
+    try:
+        return _session_run(session_path, resume, meta_now, rel_module, rel_tests, source,
+                            workers, timeout_mode, sample, seed, project, progress, spawn)
+    finally:
+        if shutdown is not None:
+            shutdown()
+
+
+def _session_run(session_path: Path, resume: bool, meta_now: dict, rel_module: Path,
+                 rel_tests: list[str], source: str, workers: int, timeout_mode: str, sample,
+                 seed: int, project: Path, progress, spawn) -> dict:
     session = Session(session_path)
     try:
         if resume:
@@ -118,13 +139,14 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
                 os.chdir(cwd)
             session.set_meta(meta_now)
         return _execute(session, rel_module, rel_tests, source, workers, timeout_mode,
-                        sample, seed, project, progress)
+                        sample, seed, project, progress, spawn)
     finally:
         session.close()
 
 
 def _execute(session: Session, module: Path, tests: list[str], source: str, workers: int,
-             timeout_mode: str, sample, seed: int, project: Path, progress) -> dict:
+             timeout_mode: str, sample, seed: int, project: Path, progress,
+             spawn=start_worker) -> dict:
     started = time.perf_counter()
     items = session.items()
     keyed = sorted(items, key=lambda i: (i.mutations[0].operator_name, i.mutations[0].occurrence))
@@ -137,7 +159,7 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
     if not pending:
         return report(session, time.perf_counter() - started, sample_size=len(keyed))
     pytest_args = list(tests)
-    first = start_worker(module, pytest_args, project)
+    first = spawn(module, pytest_args, project)
     pool: list[WorkerProcess] = [first]
     try:
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
@@ -163,15 +185,16 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
                 if progress:
                     progress(plan, result)
         for _ in range(min(workers, len(runnable)) - 1):
-            pool.append(start_worker(module, pytest_args, project))
-        _dispatch(session, runnable, pool, module, pytest_args, project, progress)
+            pool.append(spawn(module, pytest_args, project))
+        _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
     finally:
         for worker in pool:
             worker.close()
     return report(session, time.perf_counter() - started, sample_size=len(keyed))
 
 
-def _dispatch(session, plans, pool, module, pytest_args, project, progress) -> None:
+def _dispatch(session, plans, pool, module, pytest_args, project, progress,
+              spawn=start_worker) -> None:
     jobs: queue.Queue = queue.Queue()
     for plan in plans:
         jobs.put(plan)
@@ -189,11 +212,11 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress) -> N
             try:
                 reply = pool[index].ask(request)
             except WorkerDied:  # a mutant took its worker down: start another, retry once
-                pool[index].close()
-                pool[index] = start_worker(module, pytest_args, project)
                 try:
+                    pool[index].close()
+                    pool[index] = spawn(module, pytest_args, project)
                     reply = pool[index].ask(request)
-                except WorkerDied as error:
+                except (WorkerDied, UserError) as error:  # a thread must always answer
                     done.put(error)
                     return
             done.put((plan, reply))

@@ -15,6 +15,7 @@ apart by anything but calling them scores 0 everywhere, with the reasons.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import random
 import time
@@ -73,6 +74,11 @@ class TestgenEvaluator:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise UserError(f"[evaluators.options.testgen] seed must be an integer, not {seed!r}")
         self.max_mutants, self.seed = max_mutants, seed
+        missing = [m for m in ("pytest", "coverage", "cosmic_ray")
+                   if importlib.util.find_spec(m) is None]
+        if missing:
+            raise UserError(f"the testgen evaluator needs {', '.join(missing)}: "
+                            "pip install 'coral-engine[mutation]'")
 
     def evaluate(self, candidate: Candidate, context: ExecutionContext) -> Evaluation:
         started = time.monotonic()
