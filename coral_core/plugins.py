@@ -55,6 +55,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.evaluators.runtime",
     "coral_plugins.evaluators.mutation",
     "coral_plugins.evaluators.fim",
+    "coral_plugins.evaluators.fim_tests",
     "coral_plugins.evaluators.testgen",
     "coral_plugins.search.single",
     "coral_plugins.search.grid",

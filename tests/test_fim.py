@@ -353,3 +353,64 @@ def test_predictions_are_for_fim_only(tmp_path, data_dir):
                        env=coral_env(data_dir))
     assert result.returncode == 2
     assert "--predictions rescores FIM completions" in result.stderr
+
+
+# ----- infilling checked by execution: tasks built from QuixBugs -----
+
+
+@pytest.mark.parametrize("kind", builder.KINDS)
+def test_quixbugs_infill_tasks_put_back_are_the_program(data_dir, kind):
+    from coral_plugins.datasets.fim.quixbugs_source import without_trailing_strings
+
+    dataset = FimDataset(source="quixbugs", kind=kind, seed=3, data_dir=str(data_dir))
+    tasks = dataset.tasks("test")
+    assert 6 <= len(tasks) <= 8 and {t.split for t in tasks} == {"test"}
+    for task in tasks:
+        program = dataset.quixbugs.task(task.id).reference
+        whole = task.prompt.prefix + task.reference + task.prompt.suffix
+        assert whole == without_trailing_strings(program)
+        assert '"""' not in task.prompt.suffix  # QuixBugs' alternative solutions are gone
+        assert task.execution is not None and task.success.objective == "infill_pass"
+    again = FimDataset(source="quixbugs", kind=kind, seed=3, data_dir=str(data_dir))
+    assert [t.prompt for t in again.tasks("test")] == [t.prompt for t in tasks]
+    with pytest.raises(UserError, match="contamination"):
+        dataset.tasks("test", ["bitcount"])
+
+
+def test_fim_tests_runs_the_completion_in_its_program(data_dir):
+    from coral_core.execution import ExecutionContext
+    from coral_core.sandbox import Sandbox, SandboxPolicy
+    from coral_core.types import Candidate
+    from coral_plugins.evaluators.fim_tests import FimTestsEvaluator
+
+    dataset = FimDataset(source="quixbugs", kind="multiline", data_dir=str(data_dir))
+    task = dataset.tasks("train", ["gcd"])[0]
+    sandbox = Sandbox(SandboxPolicy(timeout=2.0), workers=1)
+    context = ExecutionContext(sandbox)
+    try:
+        evaluator = FimTestsEvaluator()
+        right = evaluator.evaluate(Candidate(task, task.reference), context)
+        assert right.objectives["infill_pass"] == 1.0
+        wrong = evaluator.evaluate(Candidate(task, "    return 1"), context)
+        assert wrong.objectives["infill_pass"] < 1.0 and wrong.details["failing"]
+        broken = evaluator.evaluate(Candidate(task, "    return ((("), context)
+        assert broken.objectives["infill_pass"] == 0.0 and broken.details["load_error"]
+    finally:
+        context.close()
+        sandbox.close()
+
+
+def test_fim_quixbugs_preset_end_to_end(data_dir, tmp_path):
+    done = run_coral("run", "--plugin", "fim-quixbugs", "--out", str(tmp_path / "r"),
+                     "--json", env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["split"] == "test" and summary["fixed"] == len(summary["problems"]) >= 6
+    assert all(p["objectives"]["infill_pass"] == 1.0 for p in summary["problems"])
+
+
+def test_source_and_path_are_exclusive(tmp_path):
+    with pytest.raises(UserError, match="not both"):
+        FimDataset(path=str(tmp_path / "x.jsonl"), source="quixbugs")
+    with pytest.raises(UserError, match="source"):
+        FimDataset(source="humaneval")

@@ -105,7 +105,12 @@ class FimDataset:
 
     def __init__(self, path: str = "", language: str = "", crossfile: bool = False,
                  extract: str = "auto", kind: str = "line", n: int = 200, seed: int = 0,
-                 data_dir: str | None = None) -> None:
+                 source: str = "", data_dir: str | None = None) -> None:
+        if source not in ("", "quixbugs"):
+            raise UserError(f"fim: source = '{source}' (expected \"quixbugs\", or none)")
+        if source and path:
+            raise UserError("fim: give either path (tasks from a file) or source = "
+                            "\"quixbugs\" (tasks built from QuixBugs), not both")
         if language and language not in LANGUAGES:
             raise UserError(f"fim: language = '{language}' (expected python or java)")
         if extract != "auto" and extract not in EXTRACTORS:
@@ -118,6 +123,18 @@ class FimDataset:
             raise UserError("fim: n must be at least 1")
         self.path, self.language, self.crossfile = path, language or None, bool(crossfile)
         self.extract, self.kind, self.n, self.seed = extract, kind, int(n), int(seed)
+        self.source = source
+        self.quixbugs = None
+        if source == "quixbugs":
+            from ..quixbugs import SPLITS, QuixBugs
+
+            self.quixbugs = QuixBugs(data_dir)
+            self.splits = tuple(SPLITS)
+
+    @property
+    def root(self) -> Path | str:
+        """The data folder candidates must not see (QuixBugs' when built from it)."""
+        return self.quixbugs.root if self.quixbugs is not None else ""
 
     @functools.cached_property
     def rows(self) -> list[dict]:
@@ -136,6 +153,10 @@ class FimDataset:
         )
 
     def tasks(self, split: str, problems: Sequence[str] = ()) -> list[Task]:
+        if self.quixbugs is not None:
+            from .quixbugs_source import quixbugs_infill_tasks
+
+            return quixbugs_infill_tasks(self.quixbugs, split, problems, self.kind, self.seed)
         tasks = [self._task(row) for row in self.rows]
         if problems:
             known = {t.id: t for t in tasks}
@@ -170,6 +191,16 @@ PRESET = {
 }
 
 
+# Infilling inside the QuixBugs programs, run against their tests: pass@k beside ES/EM.
+QUIXBUGS_PRESET = {
+    "dataset": {"name": NAME, "split": "test", "options": {"source": "quixbugs"}},
+    "model": {"spec": "reference", "max_new_tokens": 64, "temperature": 0.1},
+    "evaluators": {"use": ["fim", "fim_tests"],
+                   "weights": {"infill_pass": 1.0, "es": 0.5, "em": 0.5}},
+    "run": {"samples": 1},
+}
+
+
 @hookimpl
 def coral_register_datasets(register):
     register(NAME, FimDataset)
@@ -178,3 +209,4 @@ def coral_register_datasets(register):
 @hookimpl
 def coral_register_experiments(register):
     register(NAME, PRESET)
+    register("fim-quixbugs", QUIXBUGS_PRESET)

@@ -112,10 +112,12 @@ def _java_sites(lines: list[str], kind: str) -> list[tuple[int, int]]:
 
 
 def _make(lines: list[str], first: int, last: int, kind: str, rng: random.Random,
-          language: str) -> tuple[str, str, str] | None:
-    """(prefix, middle, suffix) for the site, or None when the middle is not meaningful."""
-    before = lines[max(0, first - 1 - CONTEXT_LINES):first - 1]
-    after = lines[last:last + SUFFIX_LINES]
+          language: str, whole: bool = False) -> tuple[str, str, str] | None:
+    """(prefix, middle, suffix) for the site, or None when the middle is not meaningful;
+    `whole`: the prefix and suffix are the whole rest of the file (so that prefix + middle
+    + suffix is the program, to run)."""
+    before = lines[:first - 1] if whole else lines[max(0, first - 1 - CONTEXT_LINES):first - 1]
+    after = lines[last:] if whole else lines[last:last + SUFFIX_LINES]
     block = lines[first - 1:last]
     if kind == "line":
         line = block[0]
