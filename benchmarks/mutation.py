@@ -160,6 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--small", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--mutmut", metavar="PATH", default="",
+                        help="a mutmut 3 executable (in a venv of its own, with pytest): "
+                             "adds its row, on its own operator set")
     options = parser.parse_args()
     module, tests = (SMALL, SMALL_TESTS) if options.small else (MODULE, TESTS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,8 +201,28 @@ def main() -> None:
         print(f"| cosmic-ray exec (sequential) | {len(theirs)} | {times['cosmic-ray']:.1f} |")
         print(f"| coral mutation run ({options.workers} workers) | {len(ours)} | "
               f"{times['coral']:.1f} |")
+        if options.mutmut:
+            print(mutmut_row(Path(tmp) / "mutmut", module, tests, options.mutmut))
         print(f"ratio: {times['cosmic-ray'] / times['coral']:.1f}x; verdicts differing: "
               f"{len(differ)} {differ[:5]}")
+
+
+def mutmut_row(root: Path, module: str, tests: str, mutmut: str) -> str:
+    """mutmut 3 on the same module and tests: its own operators, so counts, not verdicts,
+    compare (killed includes its timeouts, as cosmic-ray's)."""
+    root.mkdir()
+    (root / "calc.py").write_text(module)
+    (root / "test_calc.py").write_text(tests)
+    (root / "setup.cfg").write_text("[mutmut]\npaths_to_mutate=calc.py\ntests_dir=test_calc.py\n")
+    start = time.perf_counter()
+    subprocess.run([mutmut, "run"], cwd=root, check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    results = subprocess.run([mutmut, "results", "--all", "true"], cwd=root, check=True,
+                             capture_output=True, text=True).stdout.split()
+    counts = {word: results.count(word) for word in ("killed", "survived", "timeout")}
+    total = sum(counts.values())
+    return (f"| mutmut 3 run (its own operators) | {total} | {seconds:.1f} | "
+            f"killed {counts['killed'] + counts['timeout']}, survived {counts['survived']} |")
 
 
 if __name__ == "__main__":

@@ -140,8 +140,10 @@ def test_paths_are_stored_absolute_and_data_dir_may_relocate(tmp_path, env, data
 
 
 def test_a_second_process_is_refused_while_one_works(tmp_path, env):
+    """The first run has minutes of work (it is killed below): on a busy machine the
+    second command may take many seconds to start, and must still find it working."""
     out = tmp_path / "run"
-    process = _start(tmp_path, env, out)
+    process = _start(tmp_path, env, out, samples=400)
     try:
         _wait_for(out, "generations", 1, process)
         second = run_coral("run", "--resume", str(out), env=env)
@@ -163,7 +165,9 @@ def test_ctrl_c_abandons_work_in_flight_and_says_how_to_resume(tmp_path, env):
     """Ctrl-C stops at once: no evaluation is recorded after it, nothing queued is run (the
     queue holds far more than a second's work), and the last line is the resume command."""
     out = tmp_path / "run"
-    process = _start(tmp_path, env, out, delay=0.0, samples=200)
+    # 0.05 s per generation: at least 20 s of work, so that a busy machine's slow signal
+    # delivery cannot let the run finish first
+    process = _start(tmp_path, env, out, delay=0.05, samples=200)
     _wait_for(out, "evaluations", 5, process)
     process.send_signal(signal.SIGINT)
     at_signal = _count(out, "evaluations")

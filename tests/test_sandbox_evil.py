@@ -1889,10 +1889,14 @@ def bitcount(n):
 
 
 def _errors_quickly(seconds: float) -> Callable[[Seen], None]:
+    """Every step fails (an error: the forged records are refused; on a very busy machine
+    the step's wall-clock backstop may fire first, a timeout), and the parent is not
+    stalled."""
     def check(seen: Seen) -> None:
         _quick(seconds)(seen)
         got = {s.status for s in seen.result.steps}
-        assert got == {"error"}, f"[{seen.name}] expected every step to be an error, got {got}"
+        assert got and got <= {"error", "timeout"}, \
+            f"[{seen.name}] expected every step to fail, got {got}"
     return check
 
 

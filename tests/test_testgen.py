@@ -249,8 +249,11 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "from functools import singledispatch\ndef test():\n    pass\n",
     "from bitcount import bitcount\ndef test():\n    match bitcount:\n"
     "        case object(co_code=raw):\n            pass\n",
-    "S = 'x'\ndef f(x: S + S):\n    pass\ndef test():\n    pass\n",
-    "def f(x: 'open(1)'):\n    pass\ndef test():\n    pass\n",
+    "def f(x: print(1)):\n    pass\ndef test():\n    pass\n",
+    "import dataclasses\ndef test():\n    pass\n",
+    "D = '_' * 2\nSpy = type('Spy', (), {D + 'eq' + D: None})\ndef test():\n    pass\n",
+    "import enum\ndef test():\n    pass\n",
+    "__name__ = '__main__'\nif __name__ == '__main__':\n    import os\n",
     "import pytest\ndef test(monkeypatch):\n    pytest.importorskip('os')\n",
     "from bitcount import bitcount\ndef test():\n"
     "    try:\n        bitcount(None)\n    except TypeError as e:\n"
@@ -267,6 +270,7 @@ def test_the_screen_lets_ordinary_tests_through():
 
     ordinary = GOOD + '''
 from collections import deque
+from typing import Callable, List, Optional, Tuple
 import math
 
 
@@ -283,16 +287,36 @@ class Sub(Box):
         super().__init__(value)
 
 
+class Vector:
+    def __init__(self, code):
+        self.code = code
+
+    def __sub__(self, other):
+        return Vector(self.code - other.code)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return False
+
+
+def helper(x: Tuple[int, ...], f: Callable[[int], int], m: "Optional[int]") -> List[int]:
+    return []
+
+
 def test_more():
     with pytest.raises(TypeError):
         bitcount("x")
     assert math.isclose(0.1 + 0.2, pytest.approx(0.3))
     assert deque([1]) and Sub(1) == Box(1) and type(1) is int
-    assert f"{bitcount(3)}" == "2"
+    assert f"{bitcount(3)}" == "2" == str(format(3, "b").count("1"))
+    with Vector(3) as v:
+        assert (v - Vector(1)).code == 2 and hasattr(v, "code")
 
 
 if __name__ == "__main__":
-    pass
+    pytest.main([__file__])
 '''
     assert screen(ordinary, ["bitcount"]) == {"ok": True, "reasons": [], "tests": 3}
     refused = screen("import os\nimport os\n", ["bitcount"])

@@ -11,12 +11,15 @@ touches is written out in its text, and none leads to the interpreter's insides:
   public API (its `__all__`, else its public names), never a module or a builtin such as
   `getattr` (`enum.bltns` is the builtins module); such names are refused on any object;
 - no private or dunder attribute, keyword, parameter, function or class name (`_sys`,
-  `__code__`, `def __getattr__`), none in a `match` class pattern; no `co_*`, frame or
-  traceback attribute; no string holding a double underscore;
+  `__code__`, `def __getattr__`; helper classes may define the usual operators), none in a
+  `match` class pattern; no `co_*`, frame or traceback attribute; no string holding a
+  double underscore; no assignment to a dunder name;
 - no dynamic attribute access or code execution (`getattr`, `eval`, `.format`,
-  `functools.update_wrapper`, `functools.singledispatch`, `typing.get_type_hints`: each
-  resolves names given as strings); annotations are names, attributes and subscripts only;
-- of pytest only its assertion helpers.
+  `functools.update_wrapper`, `functools.singledispatch`, `typing.get_type_hints`,
+  three-argument `type()`: each resolves names or code given as strings; dataclasses and
+  enum are not importable for the same reason); annotations compute nothing;
+- of pytest only its assertion helpers; an `if __name__ == "__main__":` block is not run
+  here, so it is not read.
 
 A suite that steps outside is not run; `screen` says why, once per rule, with the line.
 """
@@ -26,20 +29,21 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
-import sys
 import types
 
+# Not dataclasses (it builds code from field names and execs it) nor enum (its functional
+# API writes into any module named by a string): each turns a string built at run time
+# into code or a name, which no static rule can follow.
 ALLOWED_IMPORTS = frozenset({
     "pytest", "math", "cmath", "itertools", "collections", "functools", "random", "string",
-    "heapq", "bisect", "copy", "fractions", "decimal", "typing", "re", "dataclasses", "enum",
-    "statistics", "numbers", "array",
+    "heapq", "bisect", "copy", "fractions", "decimal", "typing", "re", "statistics",
+    "numbers", "array",
 })
 PYTEST_NAMES = frozenset({"raises", "approx", "mark", "skip", "fail", "xfail", "param",
                           "warns"})
-RESOLVERS = frozenset({  # builtins and library functions that take names as strings
-    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "hasattr",
-    "vars", "globals", "locals", "open", "breakpoint", "input", "memoryview", "help",
-    "format", "dir",
+RESOLVERS = frozenset({  # builtins that turn strings into names or code, or read files
+    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "vars",
+    "globals", "locals", "open", "breakpoint", "input", "memoryview", "help",
 })
 BANNED_ATTRIBUTES = frozenset({
     "eval", "exec", "format", "format_map", "vformat", "get_field", "Formatter",
@@ -47,15 +51,22 @@ BANNED_ATTRIBUTES = frozenset({
     "singledispatchmethod", "attrgetter", "methodcaller", "f_back", "f_globals", "f_locals",
     "f_code", "f_builtins", "f_trace", "tb_frame", "tb_next", "gi_frame", "gi_code",
     "cr_frame", "cr_code", "ag_frame", "ag_code", "traceback", "tb", "frame", "getrepr",
-    "getsource", "importorskip", "monkeypatch", "mro", "code", "bltns", "builtins",
+    "getsource", "importorskip", "monkeypatch", "mro", "bltns", "builtins", "global_enum",
+    "make_dataclass",
 })
-ALLOWED_DUNDERS = frozenset({
+ALLOWED_DUNDERS = frozenset({  # what a test's own helper classes define; never __getattr__,
+    # __setattr__, __new__, __reduce__, __init_subclass__ or __set_name__
     "__name__", "__main__", "__init__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
     "__ge__", "__hash__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
-    "__contains__", "__getitem__", "__setitem__", "__call__", "__bool__", "__add__",
+    "__contains__", "__getitem__", "__setitem__", "__delitem__", "__call__", "__bool__",
+    "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
+    "__divmod__", "__neg__", "__pos__", "__abs__", "__invert__", "__radd__", "__rsub__",
+    "__rmul__", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "__iadd__",
+    "__isub__", "__int__", "__float__", "__index__", "__round__", "__enter__", "__exit__",
+    "__reversed__", "__missing__", "__copy__", "__deepcopy__", "__format__",
 })
-ANNOTATION_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.Load,
-                    ast.BinOp, ast.BitOr)
+ANNOTATION_REFUSED = (ast.Call, ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield,
+                      ast.YieldFrom)
 MAX_REASONS = 20
 
 
@@ -68,9 +79,7 @@ def _module_api() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
     """Per allowed module, the attributes a test may use; and every name that, on any of
     them, is a module or a name-resolving builtin (refused on any object)."""
     api: dict[str, frozenset[str]] = {}
-    leading: set[str] = set(sys.stdlib_module_names) - ALLOWED_IMPORTS - {
-        "abc", "time", "test", "this", "token", "keyword", "stat", "queue", "calendar",
-        "datetime", "textwrap", "select"}
+    leading: set[str] = set()
     for name in sorted(ALLOWED_IMPORTS - {"pytest"}):
         try:
             module = importlib.import_module(name)
@@ -88,8 +97,7 @@ def _module_api() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
 
 
 MODULE_API, LEADING = _module_api()
-REFUSED_ATTRIBUTES = BANNED_ATTRIBUTES | (LEADING - {"abc", "random", "copy", "string",
-                                                     "math", "re", "array", "enum"})
+REFUSED_ATTRIBUTES = BANNED_ATTRIBUTES | (LEADING - ALLOWED_IMPORTS - {"abc"})
 
 
 def _dunder(name: str) -> bool:
@@ -143,8 +151,30 @@ class _Screen(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in RESOLVERS or _dunder(node.id):
             self.refuse(node, f"uses {node.id}")
-        if isinstance(node.ctx, ast.Store):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            if node.id.startswith("__"):
+                self.refuse(node, f"assigns {node.id}")
             self.aliases.pop(node.id, None)  # rebinding a module's name
+
+    def visit_If(self, node: ast.If) -> None:
+        """`if __name__ == "__main__":` never runs here (the module is test_NAME, and no
+        file may assign __name__): its body, often `pytest.main([__file__])`, is skipped."""
+        test = node.test
+        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) \
+                and test.left.id == "__name__" and len(test.ops) == 1 \
+                and isinstance(test.ops[0], ast.Eq) \
+                and isinstance(test.comparators[0], ast.Constant) \
+                and test.comparators[0].value == "__main__":
+            for statement in node.orelse:
+                self.visit(statement)
+            return
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "type" \
+                and (len(node.args) != 1 or node.keywords):
+            self.refuse(node, "builds a class with type()")
+        self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._attribute_name(node, node.attr)
@@ -180,13 +210,9 @@ class _Screen(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _annotation(self, node: ast.AST | None) -> None:
-        if node is None:
-            return
-        for part in ast.walk(node):
-            if not isinstance(part, ANNOTATION_NODES) and not (
-                    isinstance(part, ast.Constant) and part.value is None):
-                self.refuse(node, "has an annotation that is not a plain type")
-                return
+        if node is not None and any(isinstance(part, ANNOTATION_REFUSED)
+                                    for part in ast.walk(node)):
+            self.refuse(node, "has an annotation that computes something")
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._annotation(node.annotation)
