@@ -101,7 +101,7 @@ def test_limit_problems_and_sampling_flags_reach_the_run(env, tmp_path):
 BAD_FLAGS = {
     "unknown problem": (["--problems", "sieve,wrapp"],
                         "unknown QuixBugs problem 'wrapp' (did you mean 'wrap'?)"),
-    "typo in a preset": (["--plugin", "quixbug"], "(did you mean 'quixbugs'?)"),
+    "typo in a preset": (["--plugin", "quixbug"], "(did you mean 'quixbugs'"),
     "typo in a model": (["--model", "basline"],
                         "unknown model 'basline' (did you mean 'baseline'?)"),
     "split the data set lacks": (["--split", "tst"],

@@ -40,8 +40,14 @@ def _start(tmp_path: Path, env, out: Path, *extra: str, delay: float = 0.3,
     command = [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
                "--model", "echo", "--config", str(config), "--samples", str(samples),
                "--out", str(out), *extra]
+    # Ctrl-C is the run's to handle whatever started the tests: a background job of a
+    # non-interactive shell inherits SIGINT ignored, and the run would never see it
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _count(run_dir: Path, table: str) -> int:
