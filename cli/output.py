@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from coral_core.result_tables import summary_grid, trials_grid
+from coral_core.paired import verdict_text
 from coral_core.search_reports import strategy_report
 
 from coral_core.tables import Grid, fit, markdown, vertical
@@ -113,6 +114,9 @@ def show_results(summary: Mapping[str, Any]) -> None:
     show(summary_grid(summary))
     if len(summary.get("trials", ())) > 1:
         show(trials_grid(summary))
+        verdict = verdict_text(summary.get("best") or {})
+        if verdict:
+            note(verdict)
     search = summary.get("search")
     if isinstance(search, Mapping) and search.get("strategy"):
         text = strategy_report(str(search["strategy"]), search)

@@ -23,7 +23,9 @@ from .factories import (build_dataset, build_executor, check_executor, check_mod
 from .protocols import Dataset, Executor, SearchStrategy
 from .rundir import SUMMARY_FILE, RunInfo
 from .atomic import write_text_atomic
+from .heatmap import write_heatmap
 from .lifecycle import Lifecycle, hook_errors
+from .paired import runner_up_comparison
 from .store import RunStore, RunStoreError, TrialRecord
 from .suggest import did_you_mean
 from .trial import NoProgress, Progress, SharedProgress, TrialPlan, TrialRun
@@ -202,6 +204,7 @@ def execute(info: RunInfo, session: Session, progress: Progress | None = None,
         artifacts = getattr(session.strategy, "write_artifacts", None)
         if callable(artifacts):  # plots and the like, beside summary.json
             artifacts(info.run_dir)
+        summary["heatmap"] = write_heatmap(info.run_dir, summary)
         report = getattr(session.strategy, "summary", None)
         if callable(report):  # what the strategy found (a Pareto front, a cost ledger...)
             summary["search"] = report()
@@ -344,7 +347,8 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
     ranked = [(v, t) for v, t in ranked if v is not None]
     if not ranked and any(t.status == "finished" for t in trials):
         raise UserError(f"[search] rank_by = '{rank_by}' names no objective the trials have")
-    best = max(ranked, key=lambda pair: (pair[0], -pair[1].trial))[1] if ranked else None
+    ranked.sort(key=lambda pair: (-pair[0], pair[1].trial))
+    best = ranked[0][1] if ranked else None
     best_config = (configuration.resolve(config, best.overrides) if best and best.overrides
                    else config)
     result = dict(best.result) if best and best.result else {"problems": []}
@@ -360,7 +364,9 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
         **result,
         "trials": rows,
         "best": {"trial": best.trial, "overrides": best.overrides, "rank_by": rank_by,
-                 "value": rank_value(best.result, rank_by)} if best else None,
+                 "value": rank_value(best.result, rank_by),
+                 "runner_up": runner_up_comparison(ranked, rank_by, config["run"]["seed"]),
+                 } if best else None,
         "sandboxed": sandboxed,
         "hook_errors": hook_errors,
         "coral_version": __version__,

@@ -13,6 +13,7 @@ from conftest import coral_env, run_coral
 from coral_core.errors import UserError
 from coral_plugins.datasets.fim import FimDataset, PRESET, read_tasks
 from coral_plugins.datasets.fim import build as builder
+from coral_plugins.datasets.fim.canary import CANARIES, run_self_test
 from coral_plugins.datasets.fim.extract import (
     extract_java, extract_python, extract_statement)
 from coral_plugins.datasets.fim.templates import FAMILIES, parse_any, template_for
@@ -175,6 +176,43 @@ def test_builder_is_deterministic_and_middles_are_real_code(source_tree, kind):
             assert 2 <= task["groundtruth"].count("\n") + 1 <= 8
 
 
+JAVA = """package a;
+
+/* a { comment */
+public class Box {
+  private int size = 0; // {
+  public int add(int x) {
+    String s = "{ not a brace";
+    char c = '{';
+    if (x > 0) {
+      size += x;
+    }
+    return size;
+  }
+
+  @Override
+  public String toString() {
+    return "Box(" + size + ")";
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("kind", builder.KINDS)
+def test_java_middles_are_inside_method_bodies(tmp_path, kind):
+    """Brace depth, not indentation (this file indents by 2), finds method bodies; braces
+    in comments, strings and char literals do not count."""
+    (tmp_path / "Box.java").write_text(JAVA)
+    tasks = builder.build_tasks(tmp_path, kind, n=20, seed=0, language="java")
+    assert tasks and all(t["language"] == "java" for t in tasks)
+    body_lines = set(range(7, 13)) | {17}
+    for task in tasks:
+        assert task["prefix"] + task["groundtruth"] + task["suffix"] in JAVA + "\n"
+        first = task["prefix"].count("\n") + 1
+        last = first + task["groundtruth"].rstrip("\n").count("\n")
+        assert set(range(first, last + 1)) <= body_lines, task["groundtruth"]
+
+
 def test_fim_build_command(source_tree, tmp_path):
     out = tmp_path / "tasks.jsonl"
     result = run_coral("fim", "build", str(source_tree), "--out", str(out), "--kind", "line",
@@ -219,6 +257,64 @@ def test_fim_preset_runs_the_grid_and_reference_is_perfect(source_tree, tmp_path
     assert summary["best"]["rank_by"] == "balanced"
     assert all(value == 1.0 for value in summary["objectives"].values())
     assert summary["pass_at_k"]["1"] == 1.0
+    # every trial is perfect on every task: no runner-up to beat, all tie with the best
+    assert summary["best"]["runner_up"] == {"trial": None, "ties": [1, 2, 3]}
+    assert summary["heatmap"] == "heatmap.png"
+    assert (tmp_path / "run" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ----- the weight-free baseline infiller -----
+
+def test_baseline_infill_candidates_come_from_the_visible_context():
+    from coral_plugins.models.baseline.infill import candidates
+    prefix = "colors = {'red': 1}\nprint(colors['red'])\nprint(colo"
+    assert candidates(prefix, "\n")[0].text == "rs['red'])"
+    # the part the suffix already holds is cut
+    assert candidates("x = f(alpha)\ny = f(al", ")\n")[0].text == "pha"
+    # the longest matching context wins over a shorter, more frequent one
+    prefix = "a.run(1)\na.run(1)\nb.stop(fast=True)\nb.stop(fa"
+    assert candidates(prefix, "\n")[0].text == "st=True)"
+    # nothing to copy: close what the line opened
+    assert [c.text for c in candidates("z = max(abs(", "\n")] == ["))"]
+
+
+def test_baseline_infills_reproducibly_and_never_sees_the_ground_truth(source_tree, tmp_path):
+    from coral_core.types import GenerationRequest, Prompt, SamplingParams
+    from coral_plugins.models.baseline.model import create_baseline
+    model = create_baseline(dataset=FimDataset(path=str(tmp_path / "unused.jsonl")))
+    prompt = Prompt(prefix="v = 1\nw = 2\nv = 3\nw = 4\nu = ", suffix="\n")
+    request = GenerationRequest(prompt, SamplingParams(temperature=1.0, n=6, seed=5))
+    first = [g.text for g in model.generate([request])[0]]
+    assert first == [g.text for g in model.generate([request])[0]]
+    assert set(first) <= {"1", "2", "3", "4"} and len(set(first)) > 1
+    with pytest.raises(UserError, match="takes no options"):
+        create_baseline(dataset=FimDataset(), family_weights={"operator": 1.0})
+    tasks = tmp_path / "t.jsonl"
+    builder.write_jsonl(builder.build_tasks(source_tree, "line", n=6, seed=1), tasks)
+    config = tmp_path / "fim.toml"
+    config.write_text(f'[dataset.options]\npath = "{tasks}"\n[search.space]\n'
+                      '"model.temperature" = [0.0, 1.0]\n')
+    runs = []
+    for name in ("one", "two"):
+        result = run_coral("run", "--plugin", "fim", "--config", str(config), "--out",
+                           str(tmp_path / name), "--json", "--model", "baseline",
+                           env=coral_env())
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout))
+    assert runs[0]["trials"] == runs[1]["trials"]
+    assert 0.0 < runs[0]["objectives"]["es"] < 1.0
+
+
+def test_vectorised_scoring_equals_scoring_one_by_one():
+    predictions = ["x + 1", "", "  ", "foo(a,  b)", "return None  # done", "a // 2",
+                   "s = 'it''s'", "y", "ünïcode()", "(lo + hi) // 2"]
+    truths = ["x + 1", "", "x", "foo(a, b)", "return None", "a // 3", "s = 'its'", "",
+              "unicode()", "(lo + hi) // 2"]
+    for mode in ("coral", "cceval"):
+        rows = metrics.score_many(predictions, truths, mode=mode)["tasks"]
+        assert rows == [metrics.score(p, g, "python", mode)
+                        for p, g in zip(predictions, truths)]
+    assert metrics.score_many([], [])["overall"]["tasks"] == 0
 
 
 # ----- hf rendering with tiny tokenizers carrying each family's tokens -----
@@ -264,29 +360,102 @@ def test_hf_refuses_sentinels_that_are_not_special_tokens(tmp_path):
         resolve_fim(tok, "qwen", "hf:t")
 
 
-def test_hf_tiny_model_completes_infill_prompts(tmp_path):
+def test_hf_tiny_model_completes_infill_prompts(tmp_path, caplog):
     pytest.importorskip("torch")
-    from tiny_model import build_tiny_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from tiny_model import build_tiny_fim_model
+    from transformers import AutoTokenizer
 
     from coral_core.types import GenerationRequest, Prompt, SamplingParams
     from coral_plugins.models.hf.model import HFModel
-    directory = build_tiny_model(tmp_path / "tiny")
+    directory = build_tiny_fim_model(tmp_path / "tiny", FAMILIES["qwen"].sentinels)
     tok = AutoTokenizer.from_pretrained(directory)
-    tok.add_special_tokens({"additional_special_tokens": list(FAMILIES["qwen"].sentinels)})
-    model = AutoModelForCausalLM.from_pretrained(directory)
-    model.resize_token_embeddings(len(tok))
-    tok.save_pretrained(directory)
-    model.save_pretrained(directory, safe_serialization=True)
     hf = HFModel(str(directory), device="cpu")
     assert hf.fim.name == "qwen"
     request = GenerationRequest(Prompt(prefix="def f(x):\n    return ", suffix="\n"),
                                 SamplingParams(temperature=0.0, max_new_tokens=8, n=2))
-    [generations] = hf.generate([request])
+    with caplog.at_level("WARNING"):
+        [generations] = hf.generate([request])
     assert len(generations) == 2 and all(isinstance(g.text, str) for g in generations)
     ids = hf._encode(request.prompt)
     assert ids[0] == tok.convert_tokens_to_ids("<|fim_prefix|>")
+    # The canaries ran once, before the first infilling request: random weights miss them.
+    assert hf.fim_self_test is not None and not hf.fim_self_test.ok
+    assert len(hf.fim_self_test.failed) == len(CANARIES)
+    assert "0/3 canaries infilled" in caplog.text and "set fim_template" in caplog.text
     hf.close()
+    strict = HFModel(str(directory), device="cpu", fim_self_test="require")
+    with pytest.raises(UserError, match="refused: fim_self_test"):
+        strict.generate([request])
+    silent = HFModel(str(directory), device="cpu", fim_self_test="off")
+    silent.generate([request])
+    assert silent.fim_self_test.passed == silent.fim_self_test.failed == ()
+    with pytest.raises(UserError, match="fim_self_test"):
+        HFModel(str(directory), device="cpu", fim_self_test="sometimes")
+
+
+def test_canaries_pass_a_model_that_infills_them():
+    """The self-test's verdict from replies: a right middle passes with any spacing and
+    with the suffix echoed after it; a wrong one does not."""
+    from coral_core.types import Generation
+    answers = {"counting": "6,7, 8, 9, 10, 11, 12]", "alphabet": "ijklmno",
+               "return": "a + b"}
+
+    def infiller(requests):
+        found = [next(c.name for c in CANARIES if c.prefix == r.prompt.prefix)
+                 for r in requests]
+        assert all(r.params.temperature == 0.0 for r in requests)
+        return [[Generation(text=answers[name])] for name in found]
+    assert run_self_test(infiller, "qwen").ok
+    answers["return"] = "a - b"
+    result = run_self_test(infiller, "qwen")
+    assert result.passed == ("counting", "alphabet") and result.failed == (("return", "a - b"),)
+
+
+SERVED_TASKS = [
+    {"task_id": "inc", "prefix": "def inc(x):\n    return ", "suffix": "\n",
+     "groundtruth": "x + 1"},
+    {"task_id": "pair", "prefix": "pair = ", "suffix": "\nprint(pair)\n",
+     "groundtruth": "(left, right)"},
+    {"task_id": "join", "prefix": "import os\n\npath = os.path.", "suffix": "('a', 'b')\n",
+     "groundtruth": "join"},
+]
+
+
+def _texts(run_dir: Path) -> dict[str, str]:
+    import sqlite3
+    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+        return dict(db.execute("SELECT task_id, text FROM generations"))
+
+
+def test_openai_fim_through_transformers_serve_equals_hf(tmp_path):
+    """`openai:` infilling against a real server (`transformers serve`, completions mode):
+    with fim_template = "qwen" the prompt is rendered client-side, so greedy replies equal
+    the same weights run in-process with `hf:`; with the server's `suffix` field, the
+    suffix that transformers serve appends to the text is removed."""
+    pytest.importorskip("torch")
+    from serve_fixture import serve_model
+    from tiny_model import build_tiny_fim_model
+    model = build_tiny_fim_model(tmp_path / "tiny", FAMILIES["qwen"].sentinels)
+    data = _write(tmp_path / "tasks.jsonl", SERVED_TASKS)
+    config = tmp_path / "one.toml"
+    config.write_text(f'[dataset.options]\npath = "{data}"\n[search.space]\n'
+                      '"model.temperature" = [0.0]\n"model.max_new_tokens" = [12]\n')
+    env = coral_env()
+
+    def run(name: str, *args: str) -> dict[str, str]:
+        result = run_coral("run", "--plugin", "fim", "--config", str(config), "--json",
+                           "--out", str(tmp_path / name), *args, env=env)
+        assert result.returncode == 0, result.stderr
+        return _texts(tmp_path / name)
+    in_process = run("hf", "--model", f"hf:{model}")
+    with serve_model(model, tmp_path / "serve.log") as served:
+        server = ("--model", f"openai:{served.model}", "--base-url", served.base_url)
+        templated = run("templated", *server, "--model-arg", "fim_template=qwen")
+        with_suffix = run("suffix", *server)
+    assert set(in_process) == {t["task_id"] for t in SERVED_TASKS}
+    assert templated == in_process and any(in_process.values())
+    for task in SERVED_TASKS:
+        assert not with_suffix[task["task_id"]].endswith(task["suffix"])
 
 
 RESCORE_TASKS = [

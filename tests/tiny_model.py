@@ -84,3 +84,23 @@ if __name__ == "__main__":
     import sys
 
     print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else "tiny-model"))
+
+
+def build_tiny_fim_model(directory: str | os.PathLike[str], sentinels: tuple[str, ...],
+                         seed: int = 0) -> Path:
+    """The tiny model with a FIM family's sentinels added as special tokens (embeddings
+    resized): an untrained model that Coral's FIM templates accept."""
+    directory = Path(directory)
+    if (directory / "coral_tiny_fim.json").exists():
+        return directory
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    build_tiny_model(directory, seed=seed)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(sentinels)})
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    model.resize_token_embeddings(len(tokenizer))
+    tokenizer.save_pretrained(directory)
+    model.save_pretrained(directory, safe_serialization=True)
+    (directory / "coral_tiny_fim.json").write_text(json.dumps({"sentinels": sentinels}))
+    return directory

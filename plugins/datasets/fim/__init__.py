@@ -102,6 +102,7 @@ class FimDataset:
     splits = ("test",)
     description = "FIM completion: JSONL (3 shapes), your own code, or the stdlib by default"
     needs_data = False
+    candidate_kind = "completion"  # what a reply becomes (the baseline model infills)
 
     def __init__(self, path: str = "", language: str = "", crossfile: bool = False,
                  extract: str = "auto", kind: str = "line", n: int = 200, seed: int = 0,

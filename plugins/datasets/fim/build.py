@@ -91,20 +91,66 @@ def _python_sites(source: str, kind: str) -> list[tuple[int, int]]:
     return sites
 
 
+def _java_depths(lines: list[str]) -> list[int]:
+    """The brace depth at the start of each line, braces in comments, strings, text blocks
+    and character literals not counted."""
+    depths, depth, state = [], 0, ""
+    for line in lines:
+        depths.append(depth)
+        i = 0
+        while i < len(line):
+            two, char = line[i:i + 2], line[i]
+            if state == "/*":
+                state, i = ("", i + 2) if two == "*/" else (state, i + 1)
+                continue
+            if state == '"""':
+                state, i = ("", i + 3) if line.startswith('"""', i) else (state, i + 1)
+                continue
+            if state in ('"', "'"):
+                if char == "\\":
+                    i += 2
+                    continue
+                state = "" if char == state else state
+                i += 1
+                continue
+            if two == "//":
+                break
+            if two == "/*":
+                state, i = "/*", i + 2
+                continue
+            if line.startswith('"""', i):
+                state, i = '"""', i + 3
+                continue
+            if char in "\"'":
+                state = char
+            elif char == "{":
+                depth += 1
+            elif char == "}":
+                depth = max(0, depth - 1)
+            i += 1
+        if state in ('"', "'"):
+            state = ""  # an unterminated literal ends with its line
+    return depths
+
+
 def _java_sites(lines: list[str], kind: str) -> list[tuple[int, int]]:
-    """Line ranges inside method bodies (indented at least 8 columns), heuristically."""
+    """Line ranges inside method bodies: brace depth 2 or more at the line's start (a type's
+    body is depth 1), whatever the indentation; comment, annotation and closing lines are
+    not middles, and a range never leaves the block it starts in."""
+    depths = _java_depths(lines) + [0]
     body = [i + 1 for i, ln in enumerate(lines)
-            if ln.strip() and len(ln) - len(ln.lstrip()) >= 8 and not ln.strip().startswith(
-                ("//", "/*", "*", "@"))]
+            if ln.strip() and depths[i] >= 2 and not ln.strip().startswith(
+                ("//", "/*", "*", "@", "}"))]
     if kind == "line":
         return [(n, n) for n in body if lines[n - 1].rstrip().endswith(";")]
     sites = []
     bodyset = set(body)
     for n in body:
         end = n
-        while end + 1 in bodyset and end - n < 7:
+        while (end + 1 in bodyset and end - n < 7 and depths[end] >= depths[n - 1]
+               and depths[end + 1] >= depths[n - 1]):
             end += 1
-            if kind == "multiline" and end - n >= 1:
+            if kind == "multiline":
                 sites.append((n, end))
         if kind == "span" and end > n:
             sites.append((n, end))

@@ -131,7 +131,8 @@ def create_baseline(target: str = "", *, dataset: Any = None,
     """The factory Coral calls for ``--model baseline`` (it passes the run's data set).
     `[model.options] family_weights = {operator = 2.0, ...}` scales the learned prior of
     each edit family (the evolution strategy's genes for this model). For a data set whose
-    candidates are test files (testgen), the baseline writes snapshot tests instead."""
+    candidates are test files (testgen), the baseline writes snapshot tests instead; for
+    one whose candidates are completions (fim), it infills from the prompt's context."""
     if target:
         raise UserError(f"baseline: takes no target (use --model baseline, not baseline:{target})")
     if getattr(dataset, "candidate_kind", "program") == "tests":
@@ -141,6 +142,13 @@ def create_baseline(target: str = "", *, dataset: Any = None,
         from .tests_writer import BaselineTestWriter
 
         return BaselineTestWriter(dataset)
+    if getattr(dataset, "candidate_kind", "program") == "completion":
+        if family_weights is not None:
+            raise UserError("baseline: family_weights weigh repairs; the infiller (FIM) "
+                            "takes no options")
+        from .infill import BaselineInfiller
+
+        return BaselineInfiller()
     return BaselineModel(dataset, check_family_weights(family_weights))
 
 

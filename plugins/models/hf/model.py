@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
+from coral_plugins.datasets.fim.canary import SelfTest, check_mode, run_self_test
 
 from .loading import (
     adapter_base, chat_template_file, check_config, clean, load_model, load_tokenizer,
@@ -60,6 +61,8 @@ class HFModel:
     fim_template: the FIM family ("qwen", "deepseek", "starcoder", "codellama",
     "codegemma", "codestral") or a format with {prefix} and {suffix}; by default detected
     from the tokenizer's special tokens. Its sentinels must be single special tokens.
+    fim_self_test: "warn" (default), "require" or "off": before the first infilling
+    request, three trivial canaries are infilled greedily; a miss is logged, or refused.
     """
 
     supports_adapters = True  # a request's `adapter` is a peft LoRA/DoRA directory
@@ -80,6 +83,7 @@ class HFModel:
         template_timeout: float = 10.0,
         template_max_chars: int = 4_000_000,
         fim_template: str | None = None,
+        fim_self_test: str = "warn",
     ) -> None:
         if batch_size < 1 or max_adapters < 1:
             raise UserError("hf model: batch_size and max_adapters must be at least 1")
@@ -95,6 +99,8 @@ class HFModel:
                                               max_chars=template_max_chars)
         self._options = (device, dtype, chat_template, trust_remote_code)
         self.fim_option = fim_template or None
+        self.fim_self_test_mode = check_mode(fim_self_test)
+        self.fim_self_test: SelfTest | None = None  # set by the first infilling request
         self._model: Any = None
         self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
         self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
@@ -238,6 +244,8 @@ class HFModel:
         for request in requests:  # refused before any weights are read
             check_supported(request.prompt, self.name, self.fim)
         self.load()
+        if self.fim_self_test is None and any(r.prompt.kind == "infill" for r in requests):
+            self._self_test()
         results: list[list[Generation]] = [[] for _ in requests]
         encoded = [self._encode(request.prompt) for request in requests]
         rows = [(r, j) for r, request in enumerate(requests) for j in range(request.params.n)]
@@ -254,6 +262,21 @@ class HFModel:
         for r, j in rows:
             results[r].append(done[(r, j)])
         return results
+
+    def _self_test(self) -> None:
+        """The FIM canaries (plugins/datasets/fim/canary.py), once per model object."""
+        if self.fim_self_test_mode == "off":
+            self.fim_self_test = SelfTest(self.fim.name, (), ())
+            return
+        self.fim_self_test = SelfTest(self.fim.name, (), ())  # no recursion from generate
+        self.fim_self_test = run_self_test(self.generate, self.fim.name)
+        if self.fim_self_test.ok:
+            log.info(self.fim_self_test.summary(self.name))
+        elif self.fim_self_test_mode == "require":
+            raise UserError(self.fim_self_test.summary(self.name)
+                            + " (refused: fim_self_test = \"require\")")
+        else:
+            log.warning(self.fim_self_test.summary(self.name))
 
     def _encode(self, prompt: Prompt) -> list[int]:
         """The prompt's token ids, as `prompts.render_prompt` renders it."""

@@ -7,7 +7,8 @@ is one user turn; option `system_prompt` adds a system turn unless the prompt ha
 own); the completions endpoint gets the instruction text (a chat of one user turn is
 sent as its text; longer chats are refused). An infilling prompt always goes to the
 completions endpoint, as `prompt` = prefix and `suffix` = suffix (OpenAI's `suffix`
-field; servers without FIM support refuse or ignore it), or, with option `fim_template`
+field; servers without FIM support refuse or ignore it, and a reply that ends with the
+suffix, as `transformers serve` returns it, has it removed), or, with option `fim_template`
 (a family such as "qwen", or a format with {prefix} and {suffix}), rendered here into one
 `prompt` with that family's sentinels, whose stop tokens join the stop sequences. One
 Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
@@ -516,14 +517,25 @@ class OpenAIModel:
         # usage sums over choices: per-sample counts are only known for a single choice.
         completion_tokens = reply.completion_tokens if len(choices) == 1 else None
         samples = []
+        echoed = self._echoed_suffix(request.prompt)
         for choice in choices:
-            text, cut = cut_at_stop(choice.text, request.params.stop)
+            text = choice.text
+            if echoed and text.endswith(echoed):  # transformers serve returns middle+suffix
+                text = text[:-len(echoed)]
+            text, cut = cut_at_stop(text, request.params.stop)
             samples.append(Generation(
                 text=text, prompt_tokens=reply.prompt_tokens,
                 completion_tokens=completion_tokens, seconds=seconds / len(choices),
                 finish_reason="stop" if cut else (choice.finish_reason or ""),
             ))
         return samples
+
+    def _echoed_suffix(self, prompt: Prompt) -> str:
+        """The suffix a server may append to an infilling reply sent with `suffix` (OpenAI's
+        field means "what follows the completion"; some servers return both)."""
+        if prompt.kind != "infill" or self.options.fim_template:
+            return ""
+        return prompt.suffix or ""
 
     def _clean(self, text: str) -> str:
         """`text` from the server, safe to print: the key blanked, control escaped, short."""

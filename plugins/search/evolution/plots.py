@@ -5,17 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-METADATA = {"Software": None}  # no version string in the file: same data, same bytes
+from coral_core.plotting import METADATA, pyplot as _pyplot
 
 
 def pareto_plot(path: Path, genomes: Sequence[Mapping[str, Any]], front: set[int],
