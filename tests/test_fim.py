@@ -335,7 +335,7 @@ def _tokenizer(tmp_path, sentinels):
     return fast
 
 
-@pytest.mark.parametrize("family", ["qwen", "deepseek", "starcoder", "codestral"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_hf_detects_family_and_renders(tmp_path, family):
     from coral_plugins.models.hf.prompts import render_prompt, resolve_fim
     from coral_core.types import Prompt

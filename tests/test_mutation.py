@@ -58,6 +58,59 @@ def test_quiet():
 '''
 
 
+# The parity module: 158 cosmic-ray mutants, among them one that never ends (`i += 0`:
+# killed by timeout) and two incompetent ones: NumberReplacer on a 4,000-digit hex constant
+# computes a number that Python will not turn into decimal text (more than 4,300 digits),
+# so cosmic-ray's mutation machinery raises.
+PARITY_MODULE = MODULE.replace("LIMIT = 10\n", "LIMIT = 10\nMASK = 0x" + "f" * 4000 + "\n") \
+    .replace("def unused(a):", """def mean(values):
+    total = 0
+    for v in values:
+        total = total + v
+    return total / len(values)
+
+
+def grade(score):
+    if score >= 90:
+        return "A"
+    if score >= 75 and score < 90:
+        return "B"
+    return "C"
+
+
+def poly(x):
+    return 3 * x * x + 2 * x - 1
+
+
+def is_even(n):
+    return n % 2 == 0
+
+
+def unused(a):""")
+PARITY_TESTS = TESTS.replace("from calc import clamp, count_up",
+                             "from calc import clamp, count_up, grade, is_even, mean, poly") + \
+    """
+
+def test_mean():
+    assert mean([2, 4]) == 3
+
+
+def test_grade():
+    assert grade(95) == "A"
+    assert grade(80) == "B"
+    assert grade(10) == "C"
+
+
+def test_poly():
+    assert poly(2) == 15
+
+
+def test_even():
+    assert is_even(4)
+    assert not is_even(3)
+"""
+
+
 def project(tmp_path: Path, module: str = MODULE, tests: str = TESTS) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "calc.py").write_text(module)
@@ -80,12 +133,13 @@ def verdicts(path: Path) -> dict:
 
 
 def test_verdicts_equal_cosmic_ray_exec(tmp_path):
-    """cosmic-ray's own sequential run is the oracle. Its timeout is wall-clock for the whole
-    test command (pytest's start-up included), so it is set well above what a busy machine
-    needs (2 s failed beside CPU hogs: start-up alone took that); Coral's verdicts do not
-    depend on load."""
-    ours = project(tmp_path / "ours")
-    theirs = project(tmp_path / "theirs")
+    """cosmic-ray's own sequential run is the oracle, on 158 mutants (a timeout, two
+    incompetent, survivors, uncovered and module-level ones). Its timeout is wall-clock
+    for the whole test command (pytest's start-up included), so it is set well above what
+    a busy machine needs (2 s failed beside CPU hogs: start-up alone took that); Coral's
+    verdicts do not depend on load."""
+    ours = project(tmp_path / "ours", PARITY_MODULE, PARITY_TESTS)
+    theirs = project(tmp_path / "theirs", PARITY_MODULE, PARITY_TESTS)
     (theirs / "cr.toml").write_text(
         '[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = 15.0\nexcluded-modules = []\n'
         f'test-command = "{sys.executable} -m pytest -x -q -p no:cacheprovider test_calc.py"\n'
@@ -98,7 +152,9 @@ def test_verdicts_equal_cosmic_ray_exec(tmp_path):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     expected, got = verdicts(theirs / "cr.sqlite"), verdicts(ours / "s.sqlite")
-    assert got == expected
+    assert got == expected and len(expected) >= 150
+    assert summary["counts"]["incompetent"] == 2
+    assert {row["line"] for row in summary["mutants"] if row["verdict"] == "incompetent"} == {2}
     modes = {row["mode"] for row in summary["mutants"]}
     assert {"swap", "reload", "uncovered"} <= modes  # every path is exercised
     assert summary["counts"]["timeout"] >= 1  # `i += 0` never ends: killed by timeout
@@ -112,7 +168,7 @@ def test_verdicts_equal_cosmic_ray_exec(tmp_path):
     hung = [row for row in summary["mutants"] if row["detail"] == "timeout"]
     assert all(row["killed_by"] == ["test_calc.py::test_count"] for row in hung)
     # the file was never rewritten, and cosmic-ray's own tools read the session
-    assert (ours / "calc.py").read_text() == MODULE
+    assert (ours / "calc.py").read_text() == PARITY_MODULE
     report = subprocess.run([str(BIN / "cr-report"), "s.sqlite"], cwd=ours,
                             capture_output=True, text=True, check=True).stdout
     assert f"complete: {len(expected)} (100.00%)" in report
