@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,7 +42,7 @@ def grid_of(summary: Mapping[str, Any]) -> tuple[str, str, list, list, dict] | N
     for trial in rows:
         row, column = trial["overrides"][first], trial["overrides"][second]
         figure = _figure(trial, rank_by)
-        if figure is None:
+        if not isinstance(figure, (int, float)) or not math.isfinite(figure):
             return None
         if row not in row_values:
             row_values.append(row)

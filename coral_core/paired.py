@@ -10,6 +10,7 @@ calls noise.)
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 from .intervals import LEVEL, RESAMPLES, bootstrap
@@ -25,7 +26,10 @@ def task_value(problem: Mapping[str, Any], rank_by: str) -> float | None:
         value = problem.get("pass_at_k", {}).get(rank_by[len("pass@"):])
     else:
         value = problem.get("objectives", {}).get(rank_by)
-    return None if value is None else float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def compare(best: Mapping[str, Any], other: Mapping[str, Any], rank_by: str,
@@ -39,12 +43,16 @@ def compare(best: Mapping[str, Any], other: Mapping[str, Any], rank_by: str,
             differences.append(mine - their)
     if not differences:
         return None
+    differing = sum(1 for d in differences if d)
+    if not differing:  # a tie on every task: nothing to resample
+        return {"difference": 0.0, "interval": [0.0, 0.0], "tasks": len(differences),
+                "tasks_differing": 0, "distinguishable": False}
     low, high = bootstrap({"difference": differences}, seed)["difference"]
     mean = sum(differences) / len(differences)
     return {
         "difference": round(mean, 6), "interval": [low, high], "level": LEVEL,
         "method": "paired bootstrap over tasks", "resamples": RESAMPLES, "seed": seed,
-        "tasks": len(differences), "tasks_differing": sum(1 for d in differences if d),
+        "tasks": len(differences), "tasks_differing": differing,
         "distinguishable": low > 0,
     }
 

@@ -9,6 +9,7 @@ resumed run continues the same search: no finished trial or sample is redone.
 from __future__ import annotations
 
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -320,7 +321,10 @@ def rank_value(result: Mapping[str, Any] | None, rank_by: str) -> float | None:
     if not result:
         return None
     value = _told_values(result).get(rank_by)
-    return None if value is None else float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        return None  # a NaN would make the ranking's order meaningless
+    return float(value)
 
 
 def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,

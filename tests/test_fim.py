@@ -276,6 +276,20 @@ def test_baseline_infill_candidates_come_from_the_visible_context():
     assert candidates(prefix, "\n")[0].text == "st=True)"
     # nothing to copy: close what the line opened
     assert [c.text for c in candidates("z = max(abs(", "\n")] == ["))"]
+    # an untrusted prompt of a megabyte on one line: few candidates, each capped
+    huge = candidates("a" * 1_000_000, "b" * 300_000)
+    assert 1 <= len(huge) <= 64 and all(len(c.text) <= 256 for c in huge)
+
+
+def test_hostile_literals_and_comments_end_where_their_line_or_text_ends():
+    """An unclosed string ends at its line, an unclosed block comment or triple-quoted
+    string at the end of the text (each once: no rescan from every later quote)."""
+    assert metrics.identifiers('"' + '\\"' * 20000 + "\nafter") == ["after"]
+    assert metrics.identifiers("'" + "\\'" * 20000) == []
+    assert metrics.identifiers("x /* a " * 20000, "java") == ["x"]
+    assert metrics.identifiers('y = """never closed\nz') == ["y"]
+    reply = '"' + '\\"' * 20000
+    assert extract_python(reply, "y = ", "\n") == reply
 
 
 def test_baseline_infills_reproducibly_and_never_sees_the_ground_truth(source_tree, tmp_path):
@@ -384,8 +398,9 @@ def test_hf_tiny_model_completes_infill_prompts(tmp_path, caplog):
     assert "0/3 canaries infilled" in caplog.text and "set fim_template" in caplog.text
     hf.close()
     strict = HFModel(str(directory), device="cpu", fim_self_test="require")
-    with pytest.raises(UserError, match="refused: fim_self_test"):
-        strict.generate([request])
+    for _ in range(2):  # refused again on a later call, without running the canaries again
+        with pytest.raises(UserError, match="refused: fim_self_test"):
+            strict.generate([request])
     silent = HFModel(str(directory), device="cpu", fim_self_test="off")
     silent.generate([request])
     assert silent.fim_self_test.passed == silent.fim_self_test.failed == ()
@@ -431,7 +446,7 @@ def test_openai_fim_through_transformers_serve_equals_hf(tmp_path):
     """`openai:` infilling against a real server (`transformers serve`, completions mode):
     with fim_template = "qwen" the prompt is rendered client-side, so greedy replies equal
     the same weights run in-process with `hf:`; with the server's `suffix` field, the
-    suffix that transformers serve appends to the text is removed."""
+    suffix that transformers serve appends to the text is removed with strip_suffix_echo."""
     pytest.importorskip("torch")
     from serve_fixture import serve_model
     from tiny_model import build_tiny_fim_model
@@ -451,7 +466,7 @@ def test_openai_fim_through_transformers_serve_equals_hf(tmp_path):
     with serve_model(model, tmp_path / "serve.log") as served:
         server = ("--model", f"openai:{served.model}", "--base-url", served.base_url)
         templated = run("templated", *server, "--model-arg", "fim_template=qwen")
-        with_suffix = run("suffix", *server)
+        with_suffix = run("suffix", *server, "--model-arg", "strip_suffix_echo=true")
     assert set(in_process) == {t["task_id"] for t in SERVED_TASKS}
     assert templated == in_process and any(in_process.values())
     for task in SERVED_TASKS:

@@ -349,3 +349,16 @@ def test_the_docs_cover_every_option() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "models-openai.md").read_text()
     for option in (f.name for f in dataclasses.fields(openai_backend.OpenAIOptions)):
         assert f"`{option}`" in docs, option
+
+
+def test_an_echoed_suffix_is_cut_only_when_asked() -> None:
+    """A right middle may end like the suffix (`xs)` before `)`): by default nothing is cut;
+    `strip_suffix_echo` is for servers that return middle + suffix (transformers serve)."""
+    from coral_core.types import Prompt
+    infill = Prompt(prefix="print(len(", suffix=")")
+    assert create_model("m", base_url="http://127.0.0.1:1/v1")._echoed_suffix(infill) == ""
+    stripping = create_model("m", base_url="http://127.0.0.1:1/v1", strip_suffix_echo=True)
+    assert stripping._echoed_suffix(infill) == ")"
+    assert stripping._echoed_suffix(Prompt("an instruction")) == ""
+    with pytest.raises(UserError, match="strip_suffix_echo"):
+        create_model("m", base_url="http://127.0.0.1:1/v1", strip_suffix_echo="yes")

@@ -19,6 +19,14 @@ def _trial(number: int, values: list[float]) -> TrialRecord:
     return TrialRecord(number, 0, {}, "", "finished", _result(values), None)
 
 
+def test_a_value_that_is_not_finite_never_ranks():
+    from coral_core.runner import rank_value
+    assert rank_value({"objectives": {"em": float("nan")}}, "em") is None
+    assert rank_value({"objectives": {"em": 0.5}}, "em") == 0.5
+    problem = {"problem": "t", "n": 1, "objectives": {"em": float("inf")}}
+    assert task_value(problem, "em") is None
+
+
 def test_task_value_reads_the_ranking_figure():
     problem = _result([0.25])["problems"][0]
     assert task_value(problem, "em") == task_value(problem, "fitness") == 0.25

@@ -40,9 +40,13 @@ instanceof int interface long native new package private protected public return
 strictfp super switch synchronized this throw throws transient try void volatile while var
 record yield sealed permits true false null""".split())
 PYTHON_KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
-_STRING = (r"\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''"
-           r"|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'")
-_COMMENT = {"python": r"#[^\n]*", "java": r"//[^\n]*|/\*[\s\S]*?\*/"}
+_STRING = (r"\"\"\"[\s\S]*?(?:\"\"\"|\Z)|'''[\s\S]*?(?:'''|\Z)"
+           r"|\"(?:\\[\s\S]|[^\"\\\n])*(?:\"|(?=\n)|\Z)"
+           r"|'(?:\\[\s\S]|[^'\\\n])*(?:'|(?=\n)|\Z)")
+# An unclosed block comment or triple-quoted string runs to the end of the text, an unclosed
+# one-line string to the end of its line: a scan for a closer that never comes, retried from
+# every later quote, would be quadratic on untrusted text.
+_COMMENT = {"python": r"#[^\n]*", "java": r"//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)"}
 # One left-to-right scan: a string or a comment is skipped whole, an identifier captured.
 _TOKENS = {language: re.compile(f"{_STRING}|{comment}|([A-Za-z_][A-Za-z0-9_]*)")
            for language, comment in _COMMENT.items()}

@@ -25,6 +25,9 @@ from typing import Callable
 Extractor = Callable[[str, str, str, str], str]
 EXTRACTORS: dict[str, Extractor] = {}
 _OPEN, _CLOSE = "([{", ")]}"
+# A string literal; an unclosed one runs to the end of the line (a scan for a closer that
+# never comes, retried from every later quote, is quadratic on a long hostile line).
+_LITERAL = re.compile(r"\"(?:\\[\s\S]|[^\"\\])*(?:\"|\Z)|'(?:\\[\s\S]|[^'\\])*(?:'|\Z)")
 
 
 def register_extractor(name: str, function: Extractor) -> None:
@@ -46,7 +49,7 @@ def _cut_suffix_echo(reply: str, suffix: str) -> str:
 
 
 def _depth_changes(line: str) -> int:
-    code = re.sub(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'", "", line)
+    code = _LITERAL.sub("", line)
     code = re.sub(r"(#|//).*", "", code)
     return sum(code.count(c) for c in _OPEN) - sum(code.count(c) for c in _CLOSE)
 

@@ -3,7 +3,8 @@
 A weight-free floor for fill-in-the-middle, in the spirit of prompt-lookup decoding: the
 text just before the hole (the longest tail of the prefix, 3-64 characters, that occurs
 elsewhere in the prefix or the suffix) is looked up in the prompt's own prefix and suffix,
-and what followed each earlier occurrence, to the end of its line, is a candidate. A
+and what followed each occurrence (the 32 nearest the hole per side and length), to the end
+of its line and at most 256 characters, is a candidate. A
 candidate weighs (match length)^2 per occurrence, so long, repeated contexts win; the
 part of it that the suffix already holds (closing brackets, say) is cut. With no match,
 the candidate closes the brackets the hole's line left open.
@@ -29,17 +30,32 @@ from .sampling import Ranked, draw, sampling_distribution
 
 NAME = "baseline"
 MATCH_LENGTHS = (64, 48, 32, 24, 16, 12, 8, 6, 4, 3)
+OCCURRENCES = 32  # per key and per side, the nearest to the hole first
+MAX_CHARS = 256  # of one continuation (a prompt is untrusted: its lines may be megabytes)
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 
 def _line_end(text: str, start: int) -> str:
-    end = text.find("\n", start)
-    return text[start:] if end < 0 else text[start:end]
+    """The rest of the line from `start`, at most MAX_CHARS of it."""
+    end = text.find("\n", start, start + MAX_CHARS)
+    return text[start:start + MAX_CHARS] if end < 0 else text[start:end]
+
+
+def _occurrences(text: str, key: str, limit: int) -> list[int]:
+    """Where `key` ends in `text[:limit]`, the last OCCURRENCES of them, nearest first."""
+    found, stop = [], limit
+    while len(found) < OCCURRENCES:
+        start = text.rfind(key, 0, stop)
+        if start < 0:
+            break
+        found.append(start + len(key))
+        stop = start + len(key) - 1
+    return found
 
 
 def _without_suffix_overlap(candidate: str, suffix: str) -> str:
     """`candidate` less its longest tail that the suffix's first line starts with."""
-    head = _line_end(suffix, 0)
+    head = suffix[:len(candidate)].split("\n", 1)[0]
     for size in range(min(len(candidate), len(head)), 0, -1):
         if candidate.endswith(head[:size]):
             return candidate[:-size]
@@ -72,20 +88,17 @@ def candidates(prefix: str, suffix: str) -> list[Ranked]:
             continue
         key = prefix[-length:]
         for where, text, limit in (("p", prefix, len(prefix) - 1), ("s", suffix, len(suffix))):
-            start = text.find(key)
-            while 0 <= start and start + length <= limit:
-                end = start + length
+            for end in _occurrences(text, key, limit):
                 if (where, end) not in taken:
                     taken.add((where, end))
                     found = _without_suffix_overlap(_line_end(text, end), suffix)
                     if found.strip():
                         weights[found] += float(length * length)
                         order.setdefault(found, len(order))
-                start = text.find(key, start + 1)
     ranked = sorted(weights, key=lambda c: (-weights[c], order[c]))
     if ranked:
         return [Ranked(c, weights[c]) for c in ranked]
-    head = prefix[prefix.rfind("\n") + 1:]
+    head = prefix[prefix.rfind("\n") + 1:][-MAX_CHARS:]
     return [Ranked(_without_suffix_overlap(_close_brackets(head), suffix), 1.0)]
 
 

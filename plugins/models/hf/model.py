@@ -101,6 +101,7 @@ class HFModel:
         self.fim_option = fim_template or None
         self.fim_self_test_mode = check_mode(fim_self_test)
         self.fim_self_test: SelfTest | None = None  # set by the first infilling request
+        self._self_testing = False  # the canaries' own generate() call must not recurse
         self._model: Any = None
         self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
         self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
@@ -244,7 +245,7 @@ class HFModel:
         for request in requests:  # refused before any weights are read
             check_supported(request.prompt, self.name, self.fim)
         self.load()
-        if self.fim_self_test is None and any(r.prompt.kind == "infill" for r in requests):
+        if not self._self_testing and any(r.prompt.kind == "infill" for r in requests):
             self._self_test()
         results: list[list[Generation]] = [[] for _ in requests]
         encoded = [self._encode(request.prompt) for request in requests]
@@ -265,18 +266,21 @@ class HFModel:
 
     def _self_test(self) -> None:
         """The FIM canaries (plugins/datasets/fim/canary.py), once per model object."""
-        if self.fim_self_test_mode == "off":
+        if self.fim_self_test is None and self.fim_self_test_mode == "off":
             self.fim_self_test = SelfTest(self.fim.name, (), ())
-            return
-        self.fim_self_test = SelfTest(self.fim.name, (), ())  # no recursion from generate
-        self.fim_self_test = run_self_test(self.generate, self.fim.name)
-        if self.fim_self_test.ok:
-            log.info(self.fim_self_test.summary(self.name))
-        elif self.fim_self_test_mode == "require":
+        if self.fim_self_test is None:
+            self._self_testing = True
+            try:
+                self.fim_self_test = run_self_test(self.generate, self.fim.name)
+            finally:
+                self._self_testing = False
+            if self.fim_self_test.ok:
+                log.info(self.fim_self_test.summary(self.name))
+            elif self.fim_self_test_mode != "require":
+                log.warning(self.fim_self_test.summary(self.name))
+        if not self.fim_self_test.ok and self.fim_self_test_mode == "require":
             raise UserError(self.fim_self_test.summary(self.name)
                             + " (refused: fim_self_test = \"require\")")
-        else:
-            log.warning(self.fim_self_test.summary(self.name))
 
     def _encode(self, prompt: Prompt) -> list[int]:
         """The prompt's token ids, as `prompts.render_prompt` renders it."""

@@ -7,8 +7,9 @@ is one user turn; option `system_prompt` adds a system turn unless the prompt ha
 own); the completions endpoint gets the instruction text (a chat of one user turn is
 sent as its text; longer chats are refused). An infilling prompt always goes to the
 completions endpoint, as `prompt` = prefix and `suffix` = suffix (OpenAI's `suffix`
-field; servers without FIM support refuse or ignore it, and a reply that ends with the
-suffix, as `transformers serve` returns it, has it removed), or, with option `fim_template`
+field; servers without FIM support refuse or ignore it; option `strip_suffix_echo` cuts
+the suffix from the end of replies of a server that returns middle + suffix, as
+`transformers serve` does), or, with option `fim_template`
 (a family such as "qwen", or a format with {prefix} and {suffix}), rendered here into one
 `prompt` with that family's sentinels, whose stop tokens join the stop sequences. One
 Coral request asks for ``n`` samples; servers that return fewer choices than asked (many
@@ -93,6 +94,7 @@ class OpenAIOptions:
     max_n_per_request: int | None = None
     system_prompt: str | None = None
     fim_template: str | None = None
+    strip_suffix_echo: bool = False
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -155,6 +157,7 @@ class OpenAIOptions:
         if self.fim_template:
             from coral_plugins.datasets.fim.templates import template_for
             template_for(self.fim_template)  # an unknown family is refused now
+        need(isinstance(self.strip_suffix_echo, bool), "strip_suffix_echo must be true or false")
         need(isinstance(self.extra_body, Mapping), "extra_body must be a table")
 
 
@@ -531,9 +534,11 @@ class OpenAIModel:
         return samples
 
     def _echoed_suffix(self, prompt: Prompt) -> str:
-        """The suffix a server may append to an infilling reply sent with `suffix` (OpenAI's
-        field means "what follows the completion"; some servers return both)."""
-        if prompt.kind != "infill" or self.options.fim_template:
+        """The suffix to cut from the end of an infilling reply sent with `suffix`, for a
+        server that returns middle + suffix (`transformers serve`): only with option
+        `strip_suffix_echo`, since a right middle may itself end like the suffix."""
+        if prompt.kind != "infill" or self.options.fim_template \
+                or not self.options.strip_suffix_echo:
             return ""
         return prompt.suffix or ""
 
