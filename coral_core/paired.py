@@ -87,8 +87,8 @@ def verdict_text(best: Mapping[str, Any]) -> str:
         return f"best trial {best['trial']}: every other trial scores the same on every task"
     low, high = versus["interval"]
     head = (f"best trial {best['trial']} vs runner-up trial {versus['trial']}{tied}: "
-            f"{versus['difference']:+.3f} {best['rank_by']}")
-    span = (f"{round(versus['level'] * 100)}% interval {low:+.3f} to {high:+.3f}, paired "
+            f"{versus['difference']:+.4f} {best['rank_by']}")
+    span = (f"{round(versus['level'] * 100)}% interval {low:+.4f} to {high:+.4f}, paired "
             f"bootstrap over {versus['tasks']} tasks")
     if versus["distinguishable"]:
         return f"{head} ({span}): the best is distinguishable from the runner-up"
