@@ -586,7 +586,7 @@ def test_fim_tests_runs_the_completion_in_its_program(data_dir):
 
 def test_fim_quixbugs_preset_end_to_end(data_dir, tmp_path):
     done = run_coral("run", "--plugin", "fim-quixbugs", "--out", str(tmp_path / "r"),
-                     "--json", env=coral_env(data_dir))
+                     "--json", "--model", "reference", env=coral_env(data_dir))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["split"] == "test" and summary["fixed"] == len(summary["problems"]) >= 6

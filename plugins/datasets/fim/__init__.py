@@ -179,9 +179,10 @@ BALANCED = {"es": 1 / 0.7, "em": 1 / 0.25, "em_es": 1 / 0.55}
 
 PRESET = {
     "dataset": {"name": NAME, "split": "test"},
-    # `reference` answers with the ground truth: a pipeline check (every figure 1.0). Real
-    # numbers need --model hf:... or openai:... (see docs/fim.md).
-    "model": {"spec": "reference", "max_new_tokens": 64, "temperature": 0.1},
+    # The weight-free baseline infills from the prompt's own context: the floor, with no
+    # weights. `--model reference` answers with the ground truth (a pipeline check, every
+    # figure 1.0); real numbers need --model hf:... or openai:... (see docs/fim.md).
+    "model": {"spec": "baseline", "max_new_tokens": 64, "temperature": 0.1},
     "evaluators": {"use": ["fim"], "weights": dict(BALANCED)},
     "search": {
         "strategy": "grid", "rank_by": "balanced",
@@ -195,7 +196,7 @@ PRESET = {
 # Infilling inside the QuixBugs programs, run against their tests: pass@k beside ES/EM.
 QUIXBUGS_PRESET = {
     "dataset": {"name": NAME, "split": "test", "options": {"source": "quixbugs"}},
-    "model": {"spec": "reference", "max_new_tokens": 64, "temperature": 0.1},
+    "model": {"spec": "baseline", "max_new_tokens": 64, "temperature": 0.1},
     "evaluators": {"use": ["fim", "fim_tests"],
                    "weights": {"infill_pass": 1.0, "es": 0.5, "em": 0.5}},
     "run": {"samples": 1},
