@@ -258,6 +258,17 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "from bitcount import bitcount\ndef test():\n"
     "    try:\n        bitcount(None)\n    except TypeError as e:\n"
     "        assert e.__traceback__.tb_frame.f_globals\n",
+    # a third red-team pass: a module reached under another spelling skipped its API check
+    "import pytest\ndef plugins(framework):\n    return framework.PytestPluginManager()\n"
+    "def test():\n    plugins(pytest).import_plugin('dis')\n",
+    "import pytest\ndef test():\n    assert [pytest][0].main\n",
+    "import pytest\ndef helper():\n    pytest = None\ndef test():\n    assert pytest.main\n",
+    "def test():\n    assert pytest.main\nimport pytest\n",
+    "import pytest\nf = lambda pytest: pytest.main\ndef test():\n    pass\n",
+    "import math as m\nimport cmath as m\ndef test():\n    pass\n",
+    "import collections.abc as cabc\ndef test():\n    assert cabc.sys\n",
+    "from typing.io import IO\ndef test():\n    pass\n",
+    "import bitcount\ndef test():\n    assert bitcount.string\n",
 ])
 def test_a_suite_that_could_tell_versions_apart_is_refused(scoring, trick):
     refused = evaluate(scoring, trick)

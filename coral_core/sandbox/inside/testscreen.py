@@ -10,6 +10,9 @@ touches is written out in its text, and none leads to the interpreter's insides:
 - imports from an allow-list; an attribute of an imported module must be in that module's
   public API (its `__all__`, else its public names), never a module or a builtin such as
   `getattr` (`enum.bltns` is the builtins module); such names are refused on any object;
+  a module's name (the program's too) is used only as `module.NAME`: never passed,
+  stored, listed or returned, and never bound to anything else anywhere in the file (the
+  check does not follow control flow, so a name is a module everywhere or nowhere);
 - no private or dunder attribute, keyword, parameter, function or class name (`_sys`,
   `__code__`, `def __getattr__`; helper classes may define the usual operators), none in a
   `match` class pattern; no `co_*`, frame or traceback attribute; no string holding a
@@ -52,8 +55,10 @@ BANNED_ATTRIBUTES = frozenset({
     "f_code", "f_builtins", "f_trace", "tb_frame", "tb_next", "gi_frame", "gi_code",
     "cr_frame", "cr_code", "ag_frame", "ag_code", "traceback", "tb", "frame", "getrepr",
     "getsource", "importorskip", "monkeypatch", "mro", "bltns", "builtins", "global_enum",
-    "make_dataclass",
+    "make_dataclass", "PytestPluginManager", "import_plugin", "get_plugin", "pluginmanager",
+    "MonkeyPatch", "Pytester",
 })
+SUBMODULES = ("collections.abc",)  # importable on their own, each with its API
 ALLOWED_DUNDERS = frozenset({  # what a test's own helper classes define; never __getattr__,
     # __setattr__, __new__, __reduce__, __init_subclass__ or __set_name__
     "__name__", "__main__", "__init__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
@@ -80,7 +85,7 @@ def _module_api() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
     them, is a module or a name-resolving builtin (refused on any object)."""
     api: dict[str, frozenset[str]] = {}
     leading: set[str] = set()
-    for name in sorted(ALLOWED_IMPORTS - {"pytest"}):
+    for name in sorted((ALLOWED_IMPORTS - {"pytest"}) | set(SUBMODULES)):
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -108,11 +113,47 @@ def _private(name: str) -> bool:
     return name.startswith("_") and name not in ALLOWED_DUNDERS
 
 
+def _main_block(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":`, which never runs here."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(test, ast.Compare) \
+        and isinstance(test.left, ast.Name) and test.left.id == "__name__" \
+        and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+        and isinstance(test.comparators[0], ast.Constant) \
+        and test.comparators[0].value == "__main__"
+
+
+def _module_names(tree: ast.AST) -> dict[str, set[str]]:
+    """Every name an import binds to a module (a main block's aside), whatever the order."""
+    names: dict[str, set[str]] = {}
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if _main_block(node):
+            todo.extend(node.orelse)  # type: ignore[attr-defined]
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                names.setdefault(name, set()).add(alias.name if alias.asname
+                                                  else alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULE_API:
+                    names.setdefault(alias.asname or alias.name, set()).add(
+                        f"{node.module}.{alias.name}")
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
 class _Screen(ast.NodeVisitor):
-    def __init__(self, program_modules: frozenset[str]):
+    def __init__(self, program_modules: frozenset[str], modules: dict[str, set[str]]):
         self.programs = program_modules
         self.modules = ALLOWED_IMPORTS | program_modules
-        self.aliases: dict[str, str] = {}  # local name -> allowed module it is bound to
+        # local name -> the module it is bound to (one per name, everywhere in the file)
+        self.aliases: dict[str, str] = {n: next(iter(m)) for n, m in modules.items()}
+        self.ambiguous = {n for n, m in modules.items() if len(m) > 1}
+        self._module_ok: set[int] = set()  # module-valued nodes that are `.value` of `.NAME`
         self.reasons: list[str] = []
         self._seen: set[str] = set()
 
@@ -125,20 +166,40 @@ class _Screen(ast.NodeVisitor):
         if _private(name) or name in REFUSED_ATTRIBUTES or name.startswith("co_"):
             self.refuse(node, f"uses the attribute {name}")
 
+    def _known_module(self, name: str) -> bool:
+        return name in MODULE_API or name in self.programs
+
+    def _module_of(self, node: ast.AST) -> str | None:
+        """The module an expression names (`np`, `collections.abc`), or None."""
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._module_of(node.value)
+            if base is not None and f"{base}.{node.attr}" in MODULE_API:
+                return f"{base}.{node.attr}"
+        return None
+
+    def _binds(self, node: ast.AST, name: str) -> None:
+        """`name` is bound to something other than a module here."""
+        if name in self.aliases:
+            self.refuse(node, f"binds the module name {name} to something else")
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             root = alias.name.split(".")[0]
-            if root not in self.modules:
+            if root not in self.modules or not self._known_module(alias.name):
                 self.refuse(node, f"imports {alias.name}")
-            elif alias.asname:
-                self.aliases[alias.asname] = alias.name
-            else:
-                self.aliases[root] = root
+            name = alias.asname or root
+            if name in self.ambiguous:
+                self.refuse(node, f"binds the name {name} to two modules")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         if node.level or module.split(".")[0] not in self.modules:
             self.refuse(node, f"imports from {'.' * node.level}{module}")
+            return
+        if not self._known_module(module):
+            self.refuse(node, f"imports from {module}")
             return
         api = MODULE_API.get(module)
         for alias in node.names:
@@ -147,24 +208,26 @@ class _Screen(ast.NodeVisitor):
             elif _private(alias.name) or alias.name in REFUSED_ATTRIBUTES \
                     or (api is not None and alias.name != "*" and alias.name not in api):
                 self.refuse(node, f"imports {alias.name} from {module}")
+            elif f"{module}.{alias.name}" not in MODULE_API:  # a submodule is an alias
+                self._binds(node, alias.asname or alias.name)
+
+    def _bare_module(self, node: ast.AST, module: str | None) -> None:
+        if module is not None and id(node) not in self._module_ok:
+            self.refuse(node, f"uses the module {module} other than as {module}.NAME")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in RESOLVERS or _dunder(node.id):
             self.refuse(node, f"uses {node.id}")
+        self._bare_module(node, self._module_of(node))
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if node.id.startswith("__"):
                 self.refuse(node, f"assigns {node.id}")
-            self.aliases.pop(node.id, None)  # rebinding a module's name
+            self._binds(node, node.id)
 
     def visit_If(self, node: ast.If) -> None:
         """`if __name__ == "__main__":` never runs here (the module is test_NAME, and no
         file may assign __name__): its body, often `pytest.main([__file__])`, is skipped."""
-        test = node.test
-        if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) \
-                and test.left.id == "__name__" and len(test.ops) == 1 \
-                and isinstance(test.ops[0], ast.Eq) \
-                and isinstance(test.comparators[0], ast.Constant) \
-                and test.comparators[0].value == "__main__":
+        if _main_block(node):
             for statement in node.orelse:
                 self.visit(statement)
             return
@@ -178,10 +241,15 @@ class _Screen(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         self._attribute_name(node, node.attr)
-        if isinstance(node.value, ast.Name) and node.value.id in self.aliases:
-            module = self.aliases[node.value.id]
+        self._bare_module(node, self._module_of(node))
+        module = self._module_of(node.value)
+        if module is not None:
+            self._module_ok.add(id(node.value))
             api = MODULE_API.get(module)
-            if api is not None and node.attr not in api:
+            if module in self.programs:  # the program's own names, never a module it imported
+                if node.attr in ALLOWED_IMPORTS or node.attr in LEADING:
+                    self.refuse(node, f"uses {module}.{node.attr}")
+            elif api is None or node.attr not in api:
                 self.refuse(node, f"uses {module}.{node.attr}")
         self.generic_visit(node)
 
@@ -202,7 +270,32 @@ class _Screen(ast.NodeVisitor):
     def visit_Global(self, node: ast.Global) -> None:
         self.refuse(node, "declares a global")
 
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._binds(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self._binds(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self._binds(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self._binds(node, node.rest)
+        self.generic_visit(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._arguments(node, node.args)
+        self.generic_visit(node)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._binds(node, node.name)
         if node.keywords:
             self.refuse(node, "gives a class keywords (a metaclass)")
         if _dunder(node.name):
@@ -218,15 +311,20 @@ class _Screen(ast.NodeVisitor):
         self._annotation(node.annotation)
         self.generic_visit(node)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        if _dunder(node.name):
-            self.refuse(node, f"defines {node.name}")
-        arguments = (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
-                     *(a for a in (node.args.vararg, node.args.kwarg) if a is not None))
+    def _arguments(self, node: ast.AST, args: ast.arguments) -> None:
+        arguments = (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                     *(a for a in (args.vararg, args.kwarg) if a is not None))
         for argument in arguments:
             if _dunder(argument.arg):
                 self.refuse(node, f"has a parameter {argument.arg}")
+            self._binds(node, argument.arg)
             self._annotation(argument.annotation)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if _dunder(node.name):
+            self.refuse(node, f"defines {node.name}")
+        self._binds(node, node.name)
+        self._arguments(node, node.args)
         self._annotation(node.returns)
         self.generic_visit(node)
 
@@ -240,8 +338,8 @@ def screen(code: str, program_modules: list[str]) -> dict:
     except Exception as error:  # SyntaxError, ValueError, RecursionError, MemoryError
         return {"ok": False, "reasons": [f"does not parse ({type(error).__name__})"],
                 "tests": 0}
-    checker = _Screen(frozenset(program_modules))
     try:
+        checker = _Screen(frozenset(program_modules), _module_names(tree))
         checker.visit(tree)
     except RecursionError:
         return {"ok": False, "reasons": ["is nested too deeply"], "tests": 0}
