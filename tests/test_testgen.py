@@ -269,6 +269,12 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "import collections.abc as cabc\ndef test():\n    assert cabc.sys\n",
     "from typing.io import IO\ndef test():\n    pass\n",
     "import bitcount\ndef test():\n    assert bitcount.string\n",
+    # a fourth: class patterns by position read attributes named by run-time strings
+    "import collections\ndef get(obj, name):\n"
+    "    class C(collections.namedtuple('B', [name])):\n        pass\n"
+    "    match obj:\n        case C(value):\n            return value\ndef test():\n    pass\n",
+    "T = type(int)\ndef test():\n    assert T\n",
+    "def test():\n    assert 'co' + 'de' != 'co_code'\n",
 ])
 def test_a_suite_that_could_tell_versions_apart_is_refused(scoring, trick):
     refused = evaluate(scoring, trick)

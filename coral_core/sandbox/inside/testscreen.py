@@ -20,7 +20,10 @@ touches is written out in its text, and none leads to the interpreter's insides:
 - no dynamic attribute access or code execution (`getattr`, `eval`, `.format`,
   `functools.update_wrapper`, `functools.singledispatch`, `typing.get_type_hints`,
   three-argument `type()`: each resolves names or code given as strings; dataclasses and
-  enum are not importable for the same reason); annotations compute nothing;
+  enum are not importable for the same reason); annotations compute nothing; `type(x)`
+  only inside a comparison (it may be the metaclass itself); no class pattern with
+  positional sub-patterns (they read the attributes `__match_args__` names, which can be
+  computed); no string that names an interpreter attribute (`co_code`, `tb_frame`);
 - of pytest only its assertion helpers; an `if __name__ == "__main__":` block is not run
   here, so it is not read.
 
@@ -58,6 +61,8 @@ BANNED_ATTRIBUTES = frozenset({
     "make_dataclass", "PytestPluginManager", "import_plugin", "get_plugin", "pluginmanager",
     "MonkeyPatch", "Pytester",
 })
+INTERNAL_PREFIXES = ("co_", "tb_", "gi_", "cr_", "ag_", "f_back", "f_globals", "f_locals",
+                     "f_code", "f_builtins", "f_trace", "f_lasti", "f_lineno")
 SUBMODULES = ("collections.abc",)  # importable on their own, each with its API
 ALLOWED_DUNDERS = frozenset({  # what a test's own helper classes define; never __getattr__,
     # __setattr__, __new__, __reduce__, __init_subclass__ or __set_name__
@@ -154,6 +159,7 @@ class _Screen(ast.NodeVisitor):
         self.aliases: dict[str, str] = {n: next(iter(m)) for n, m in modules.items()}
         self.ambiguous = {n for n, m in modules.items() if len(m) > 1}
         self._module_ok: set[int] = set()  # module-valued nodes that are `.value` of `.NAME`
+        self._type_ok: set[int] = set()  # `type` names called once inside a comparison
         self.reasons: list[str] = []
         self._seen: set[str] = set()
 
@@ -218,6 +224,10 @@ class _Screen(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in RESOLVERS or _dunder(node.id):
             self.refuse(node, f"uses {node.id}")
+        if node.id == "type" and id(node) not in self._type_ok:
+            # type(x) may be the metaclass itself (x a class): held or called again, it
+            # builds classes from names computed at run time
+            self.refuse(node, "uses type() other than as `type(x) is ...`")
         self._bare_module(node, self._module_of(node))
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if node.id.startswith("__"):
@@ -231,6 +241,14 @@ class _Screen(ast.NodeVisitor):
             for statement in node.orelse:
                 self.visit(statement)
             return
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        for operand in (node.left, *node.comparators):  # `type(x) is int`: a probe, nothing more
+            if isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name) \
+                    and operand.func.id == "type" and len(operand.args) == 1 \
+                    and not operand.keywords:
+                self._type_ok.add(id(operand.func))
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -254,6 +272,9 @@ class _Screen(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        if node.patterns:  # positional sub-patterns read the attributes that the class's
+            # __match_args__ names: strings that can be built at run time
+            self.refuse(node, "matches a class pattern by position")
         for name in node.kwd_attrs:
             self._attribute_name(node, name)
         self.generic_visit(node)
@@ -266,6 +287,8 @@ class _Screen(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and "__" in node.value and node.value != "__main__":
             self.refuse(node, "has a string with a double underscore")
+        if isinstance(node.value, str) and node.value.startswith(INTERNAL_PREFIXES):
+            self.refuse(node, f"has the string {node.value!r}, an interpreter attribute's name")
 
     def visit_Global(self, node: ast.Global) -> None:
         self.refuse(node, "declares a global")
