@@ -275,6 +275,9 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "    match obj:\n        case C(value):\n            return value\ndef test():\n    pass\n",
     "T = type(int)\ndef test():\n    assert T\n",
     "def test():\n    assert 'co' + 'de' != 'co_code'\n",
+    # a fifth: a recorded warning's line number is the program's
+    "import pytest\ndef test():\n    with pytest.warns(DeprecationWarning) as record:\n"
+    "        pass\n    assert record\n",
 ])
 def test_a_suite_that_could_tell_versions_apart_is_refused(scoring, trick):
     refused = evaluate(scoring, trick)

@@ -45,8 +45,9 @@ ALLOWED_IMPORTS = frozenset({
     "heapq", "bisect", "copy", "fractions", "decimal", "typing", "re", "statistics",
     "numbers", "array",
 })
-PYTEST_NAMES = frozenset({"raises", "approx", "mark", "skip", "fail", "xfail", "param",
-                          "warns"})
+# Not `warns`: a recorded warning carries the line of the program that raised it (a
+# fifth red-team pass told versions apart by it).
+PYTEST_NAMES = frozenset({"raises", "approx", "mark", "skip", "fail", "xfail", "param"})
 RESOLVERS = frozenset({  # builtins that turn strings into names or code, or read files
     "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "vars",
     "globals", "locals", "open", "breakpoint", "input", "memoryview", "help",
@@ -62,7 +63,7 @@ BANNED_ATTRIBUTES = frozenset({
     "MonkeyPatch", "Pytester",
 })
 INTERNAL_PREFIXES = ("co_", "tb_", "gi_", "cr_", "ag_", "f_back", "f_globals", "f_locals",
-                     "f_code", "f_builtins", "f_trace", "f_lasti", "f_lineno")
+                     "f_code", "f_builtins", "f_trace", "f_lasti", "f_lineno", "lineno")
 SUBMODULES = ("collections.abc",)  # importable on their own, each with its API
 ALLOWED_DUNDERS = frozenset({  # what a test's own helper classes define; never __getattr__,
     # __setattr__, __new__, __reduce__, __init_subclass__ or __set_name__
@@ -169,7 +170,7 @@ class _Screen(ast.NodeVisitor):
             self.reasons.append(f"line {getattr(node, 'lineno', 0)}: {why}")
 
     def _attribute_name(self, node: ast.AST, name: str) -> None:
-        if _private(name) or name in REFUSED_ATTRIBUTES or name.startswith("co_"):
+        if _private(name) or name in REFUSED_ATTRIBUTES or name.startswith(INTERNAL_PREFIXES):
             self.refuse(node, f"uses the attribute {name}")
 
     def _known_module(self, name: str) -> bool:
