@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
+
+from .paired import ranking_figure
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,8 @@ def grid_of(summary: Mapping[str, Any]) -> tuple[str, str, list, list, dict] | N
     column_values: list = []
     for trial in rows:
         row, column = trial["overrides"][first], trial["overrides"][second]
-        figure = _figure(trial, rank_by)
-        if not isinstance(figure, (int, float)) or not math.isfinite(figure):
+        figure = ranking_figure(trial, rank_by)
+        if figure is None:
             return None
         if row not in row_values:
             row_values.append(row)
@@ -52,14 +53,6 @@ def grid_of(summary: Mapping[str, Any]) -> tuple[str, str, list, list, dict] | N
     if len(values) != len(row_values) * len(column_values) or len(values) < 2:
         return None
     return first, second, row_values, column_values, values
-
-
-def _figure(trial: Mapping[str, Any], rank_by: str) -> float | None:
-    if rank_by == "fitness":
-        return trial.get("fitness")
-    if rank_by.startswith("pass@"):
-        return trial.get("pass_at_k", {}).get(rank_by[len("pass@"):])
-    return trial.get("objectives", {}).get(rank_by)
 
 
 def write_heatmap(run_dir: Path, summary: Mapping[str, Any]) -> str | None:

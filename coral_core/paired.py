@@ -16,20 +16,25 @@ from typing import Any, Mapping, Sequence
 from .intervals import LEVEL, RESAMPLES, bootstrap
 
 
-def task_value(problem: Mapping[str, Any], rank_by: str) -> float | None:
-    """A problem's share of a trial's `rank_by` figure (None where it has none)."""
-    if not problem.get("n"):
-        return None
+def ranking_figure(record: Mapping[str, Any], rank_by: str) -> float | None:
+    """`rank_by` ("fitness", "pass@K" or an objective) of a trial's result, a summary's
+    trial row or one problem's summary (they share these keys); None where it is missing
+    or not a finite number (a NaN would make any ordering meaningless)."""
     if rank_by == "fitness":
-        value = problem.get("fitness")
+        value = record.get("fitness", 0.0)
     elif rank_by.startswith("pass@"):
-        value = problem.get("pass_at_k", {}).get(rank_by[len("pass@"):])
+        value = record.get("pass_at_k", {}).get(rank_by[len("pass@"):])
     else:
-        value = problem.get("objectives", {}).get(rank_by)
+        value = record.get("objectives", {}).get(rank_by)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value):
         return None
     return float(value)
+
+
+def task_value(problem: Mapping[str, Any], rank_by: str) -> float | None:
+    """A problem's share of a trial's `rank_by` figure (None where it has none)."""
+    return ranking_figure(problem, rank_by) if problem.get("n") else None
 
 
 def compare(best: Mapping[str, Any], other: Mapping[str, Any], rank_by: str,

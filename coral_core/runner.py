@@ -9,7 +9,6 @@ resumed run continues the same search: no finished trial or sample is redone.
 from __future__ import annotations
 
 import json
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from .rundir import SUMMARY_FILE, RunInfo
 from .atomic import write_text_atomic
 from .heatmap import write_heatmap
 from .lifecycle import Lifecycle, hook_errors
-from .paired import runner_up_comparison
+from .paired import ranking_figure, runner_up_comparison
 from .store import RunStore, RunStoreError, TrialRecord
 from .suggest import did_you_mean
 from .trial import NoProgress, Progress, SharedProgress, TrialPlan, TrialRun
@@ -318,13 +317,7 @@ def _told_values(result: Mapping[str, Any]) -> dict[str, float]:
 
 
 def rank_value(result: Mapping[str, Any] | None, rank_by: str) -> float | None:
-    if not result:
-        return None
-    value = _told_values(result).get(rank_by)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
-        return None  # a NaN would make the ranking's order meaningless
-    return float(value)
+    return ranking_figure(result, rank_by) if result else None
 
 
 def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,

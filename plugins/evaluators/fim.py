@@ -101,6 +101,8 @@ def identifiers(code: str, language: str = "python") -> list[str]:
 def identifier_match(prediction: str, groundtruth: str,
                      language: str = "python") -> tuple[float, float]:
     """(identifier exact match, identifier F1 over multisets); (1, 1) when both have none."""
+    if prediction.strip() == groundtruth.strip():  # the common exact match: nothing to scan
+        return 1.0, 1.0
     p, g = identifiers(prediction, language), identifiers(groundtruth, language)
     if p == g:  # both empty, or equal
         return 1.0, 1.0
@@ -117,21 +119,30 @@ def balanced_score(es: float, em: float, em_es: float) -> float:
     return (es / 0.7 + em / 0.25 + em_es / 0.55) / 3
 
 
-def score(prediction: str, groundtruth: str, language: str = "python",
-          mode: str = "coral") -> dict[str, float]:
-    """Every objective of one prediction (see the module docstring)."""
-    es = edit_similarity(prediction, groundtruth)
+def _row(prediction: str, groundtruth: str, language: str, mode: str, es: float,
+         ratio: float) -> dict[str, float]:
+    """Every objective of one prediction, given its ES and rapidfuzz ratio (0-100)."""
     if mode == "cceval":
-        fuzz_es = edit_similarity_fuzz(prediction, groundtruth, rounded=True)
+        fuzz_es = round(ratio) / 100.0
         em = 1.0 if cceval_exact_match(prediction, groundtruth) else 0.0
     else:
-        fuzz_es = edit_similarity_fuzz(prediction, groundtruth)
+        fuzz_es = ratio / 100.0
         em = 1.0 if exact_match(prediction, groundtruth) else 0.0
     em_es = 1.0 if (es >= 0.7 and em) else 0.0
     id_em, id_f1 = identifier_match(prediction, groundtruth, language)
     balanced = balanced_score(es, em, em_es) / BALANCED_MAX
     return {"es": es, "es_fuzz": fuzz_es, "em": em, "em_es": em_es, "id_em": id_em,
             "id_f1": id_f1, "balanced": min(1.0, balanced)}
+
+
+def score(prediction: str, groundtruth: str, language: str = "python",
+          mode: str = "coral") -> dict[str, float]:
+    """Every objective of one prediction (see the module docstring)."""
+    from rapidfuzz import fuzz
+
+    ratio = fuzz.ratio(prediction.strip(), groundtruth.strip())
+    return _row(prediction, groundtruth, language, mode,
+                edit_similarity(prediction, groundtruth), ratio)
 
 
 def score_many(predictions: Sequence[str], groundtruths: Sequence[str],
@@ -153,20 +164,8 @@ def score_many(predictions: Sequence[str], groundtruths: Sequence[str],
     es_all = process.cpdist(ps, gs, scorer=_lev().normalized_similarity, workers=-1,
                             dtype=np.float64).tolist()
     ratios = process.cpdist(ps, gs, scorer=fuzz.ratio, workers=-1, dtype=np.float64).tolist()
-    rows = []
-    for i, (p, g, lang) in enumerate(zip(predictions, groundtruths, langs)):
-        es = es_all[i]
-        if mode == "cceval":
-            fuzz_es = round(ratios[i]) / 100.0
-            em = 1.0 if cceval_exact_match(p, g) else 0.0
-        else:
-            fuzz_es = ratios[i] / 100.0
-            em = 1.0 if p.split() == g.split() else 0.0
-        em_es = 1.0 if (es >= 0.7 and em) else 0.0
-        id_em, id_f1 = (1.0, 1.0) if ps[i] == gs[i] else identifier_match(p, g, lang)
-        rows.append({"es": es, "es_fuzz": fuzz_es, "em": em, "em_es": em_es, "id_em": id_em,
-                     "id_f1": id_f1,
-                     "balanced": min(1.0, balanced_score(es, em, em_es) / BALANCED_MAX)})
+    rows = [_row(p, g, lang, mode, es, ratio) for p, g, lang, es, ratio
+            in zip(predictions, groundtruths, langs, es_all, ratios)]
     return {"tasks": rows, "overall": overall(rows)}
 
 

@@ -294,20 +294,13 @@ class _Screen(ast.NodeVisitor):
     def visit_Global(self, node: ast.Global) -> None:
         self.refuse(node, "declares a global")
 
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+    def _named(self, node: ast.ExceptHandler | ast.MatchAs | ast.MatchStar) -> None:
+        """`except E as NAME`, `case ... as NAME`, `case [*NAME]`: bindings too."""
         if node.name:
             self._binds(node, node.name)
         self.generic_visit(node)
 
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        if node.name:
-            self._binds(node, node.name)
-        self.generic_visit(node)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        if node.name:
-            self._binds(node, node.name)
-        self.generic_visit(node)
+    visit_ExceptHandler = visit_MatchAs = visit_MatchStar = _named
 
     def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
         if node.rest:
