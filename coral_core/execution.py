@@ -90,7 +90,7 @@ class ExecutionContext:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, ...], Future] = {}
         self._reference_sandbox: Sandbox | None = None
-        self._preloaded: dict[tuple[str, ...], Sandbox] = {}
+        self._preloaded: dict[tuple, Sandbox] = {}
         self._templates: dict[tuple[object, ...], JobTemplate] = {}
 
     def _once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
@@ -131,14 +131,17 @@ class ExecutionContext:
                 self._reference_sandbox = Sandbox(self.policy, workers=1)
             return self._reference_sandbox
 
-    def preloaded(self, modules: tuple[str, ...]) -> Sandbox:
-        """A sandbox like this context's whose workers import `modules` before their first
-        job (started on first use, as many slots as the main one, closed with it)."""
+    def preloaded(self, modules: tuple[str, ...],
+                  sources: tuple[tuple[str, str], ...] = ()) -> Sandbox:
+        """A sandbox like this context's whose workers import `modules` (and load the
+        `sources` modules) before their first job (started on first use, as many slots as
+        the main one, closed with it)."""
         with self._lock:
-            sandbox = self._preloaded.get(modules)
+            sandbox = self._preloaded.get((modules, sources))
             if sandbox is None:
-                policy = replace(self.policy, preload=modules)
-                sandbox = self._preloaded[modules] = Sandbox(policy, workers=self.sandbox.workers)
+                policy = replace(self.policy, preload=modules, preload_sources=sources)
+                sandbox = Sandbox(policy, workers=self.sandbox.workers)
+                self._preloaded[(modules, sources)] = sandbox
             return sandbox
 
     def close(self) -> None:

@@ -59,10 +59,14 @@ class ExecutionSpec:
     """How to run a candidate program against a task's tests.
 
     The candidate is importable as `module`; `support` modules (name, source) are
-    importable too; `setup` runs once after the candidate is imported.
+    importable too; `setup` runs once after the candidate is imported. With `host` (the
+    name of a support module), the job runs in two processes: the candidate's never holds
+    the job's private part (`JobTemplate.job(code, private)`), which a second process
+    loads and serves through `host`'s `serve` (see sandbox/inside/child.py).
     """
 
     module: str
     cases: tuple[Case, ...]
     support: tuple[tuple[str, str], ...] = ()
     setup: str = ""
+    host: str = ""

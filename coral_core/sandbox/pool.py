@@ -12,6 +12,7 @@ import atexit
 import logging
 import os
 import queue
+import secrets
 from collections import deque
 import shutil
 import subprocess
@@ -189,7 +190,9 @@ class _Slot:
             self.stop()
             self.start()
         assert self.pipes is not None
-        self.job_id += 1
+        # Drawn at random: a job (whose children inherit the worker's memory) must not
+        # learn from its id how many jobs came before it on this worker.
+        self.job_id = secrets.randbits(48)
         self.pipes.write(job.wire(self.job_id))
         return self.job_id
 

@@ -16,6 +16,7 @@ from ..program_tests import ExecutionSpec
 from .policy import SandboxPolicy
 
 FRAME_HEAD = 5  # kind byte, 4-byte big-endian length
+PRIVATE_BLOCK = 1 << 16  # a hosted job's private part is padded to a multiple of this
 
 
 @dataclass(frozen=True)
@@ -66,13 +67,26 @@ class JobTemplate:
         self._control = json.dumps({
             "steps": len(steps), "timeouts": timeouts, "load_timeout": policy.load_timeout,
             "limits": self.payload["limits"]})[1:].encode()  # '"steps": ..., ...}'
+        self.host = spec.host
         self._rest = json.dumps({
             "module": spec.module, "support": self.payload["support"], "setup": spec.setup,
-            "steps": steps, "count": count})[1:].encode()
+            "steps": steps, "count": count, "host": spec.host})[1:].encode()
 
-    def job(self, code: str) -> Job:
+    def job(self, code: str, private: dict[str, Any] | None = None) -> Job:
+        """The job for `code`; a hosted spec's also takes its `private` part, which only
+        the host's process reads. It is padded, so that neither its length nor the body's
+        tells one private part from another of similar size."""
         body = b'{"code":' + json.dumps(code).encode() + b"," + self._rest
-        return Job(self.payload, self._control, body)
+        if not self.host:
+            if private is not None:
+                raise ValueError("only a hosted job has a private part")
+            return Job(self.payload, self._control, body)
+        if private is None:
+            raise ValueError("a hosted job needs its private part")
+        hidden = json.dumps(private).encode()
+        size = (len(hidden) // PRIVATE_BLOCK + 1) * PRIVATE_BLOCK
+        control = self._control[:-1] + b',"public":%d}' % len(body)
+        return Job(self.payload, control, body + hidden.ljust(size))
 
 
 class WorkerGone(Exception):

@@ -20,6 +20,7 @@ from .privileges import drop_fully, prefer_as_oom_victim
 from .processes import IS_INIT
 
 FILTERED = []  # [True] once the worker (and so every child) runs under the seccomp filter
+SPLIT = {}  # in a hosted job: this process's role, its pipe to the other (and its pid)
 
 
 def _write_all(fd, data):
@@ -44,18 +45,40 @@ def _apply_limits(limits):
             pass
 
 
-def _read_job(fd):
-    """The job's body from its memfd: this child's own job, and nothing else."""
-    size = os.fstat(fd).st_size
-    parts, offset = [], 0
-    while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
+def _read_job(fd, start=0, size=None):
+    """The job's body from its memfd: this child's own job, and nothing else (of a hosted
+    job, first only the public part: `size` bytes)."""
+    if size is None:
+        size = os.fstat(fd).st_size - start
+    parts, offset = [], start
+    while offset < start + size:
+        chunk = os.pread(fd, start + size - offset, offset)
         if not chunk:
             break
         parts.append(chunk)
         offset += len(chunk)
-    os.close(fd)
     return json.loads(b"".join(parts))
+
+
+def _split(body_fd, public, result_fd):
+    """Fork the candidate's process of a hosted job before anything of the job's private
+    part is read, so that no trace of it is in its memory; this process (the host's) then
+    reads the private part. Pipes both ways; the candidate's protocol lines go to the host,
+    which relays them. (private part or None, the fd this process reports on)."""
+    host_reads, tests_write = os.pipe()
+    tests_read, host_writes = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the candidate's process
+        for fd in (body_fd, result_fd, host_reads, host_writes):
+            os.close(fd)
+        SPLIT.update(role="tests", fd=(tests_read, tests_write))
+        return None, tests_write
+    for fd in (tests_read, tests_write):
+        os.close(fd)
+    private = _read_job(body_fd, public)
+    os.close(body_fd)
+    SPLIT.update(role="program", fd=(host_reads, host_writes), pid=pid)
+    return private, result_fd
 
 
 def run_child(control, first, result_fd, scratch, body_fd):
@@ -66,7 +89,10 @@ def run_child(control, first, result_fd, scratch, body_fd):
         if not FILTERED:  # with it, no candidate can touch a keyring at all
             keyrings.clear_user_keyrings()  # after the drop: they are the real uid's
             keyrings.leave_shared_session()  # and not the host's session keyring
-        job = _read_job(body_fd)
+        public = control.get("public")
+        job = _read_job(body_fd, 0, public)
+        if public is None:
+            os.close(body_fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if not IS_INIT:  # as PID 1 the worker kills the whole namespace instead
             os.setsid()
@@ -77,10 +103,14 @@ def run_child(control, first, result_fd, scratch, body_fd):
         err = os.open("stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        os.closerange(3, result_fd)
-        os.closerange(result_fd + 1, 65536)
+        kept = sorted({result_fd, body_fd} if public is not None else {result_fd})
+        for low, high in zip([2] + kept, kept + [65536]):
+            os.closerange(low + 1, high)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        private = None
+        if public is not None:
+            private, result_fd = _split(body_fd, public, result_fd)
         _apply_limits(control["limits"])
     except BaseException:  # nothing sensible left to do
         os._exit(70)
@@ -120,11 +150,15 @@ def run_child(control, first, result_fd, scratch, body_fd):
     loaded = -1
     try:
         for name, source in job["support"]:
-            _load_module(name, source)
+            load_module(name, source)
+        if private is not None:  # the host's process: it serves the candidate's, then ends
+            sys.modules[job["host"]].serve(send, record, private, load_module)
+            _flush_output()
+            os._exit(0)
         if counting:
             sys.settrace(tracer)
         try:
-            module = _load_module(job["module"], job["code"])
+            module = load_module(job["module"], job["code"])
         finally:
             loaded = counted()  # precomputing answers while loading is not free
         namespace = {"__name__": "__coral_tests__", "__coral_record__": record}
@@ -177,7 +211,7 @@ def _own_cpu():
     return times.user + times.system + times.children_user + times.children_system
 
 
-def _load_module(name, source):
+def load_module(name, source):
     module = types.ModuleType(name)
     module.__file__ = name.replace(".", "/") + ".py"
     sys.modules[name] = module

@@ -283,7 +283,8 @@ class Job:
 def main(argv):
     """argv: the scratch root, then JSON options: `ids` ([uid, gid] the children run as,
     when started as root), `filter` (install the seccomp filter), `memory_cgroup`,
-    `preload` (more modules to import before the first job)."""
+    `preload` (more modules to import before the first job), `sources` ([name, source]
+    modules of Coral's own to load then)."""
     scratch_root = argv[1]
     options = json.loads(argv[2]) if len(argv) > 2 else {}
     writable = [scratch_root]
@@ -296,6 +297,8 @@ def main(argv):
             __import__(name)
         except ImportError:
             pass
+    for name, source in options.get("sources", ()):  # Coral's own: an error is ours
+        child.load_module(name, source)
     ids = options.get("ids")
     if ids and os.geteuid() == 0:
         drop_privileges(*ids)

@@ -1,5 +1,6 @@
 """Scoring model-written test files (SPEC section 8): `suite` runs one in the sandbox against
-one program version with the harness in `inside.py`, `mutants` enumerates cosmic-ray's
+one program version with the harness in `inside/` (two processes: the tests and the
+program), `mutants` enumerates cosmic-ray's
 mutants, `evaluator` turns the runs into the four objectives. Importing this package is
 cheap: pytest, coverage and cosmic-ray load only when a test file is scored."""
 

@@ -30,7 +30,7 @@ from coral_core.types import Candidate, Evaluation
 from ..mutation.runner import skip_requested
 from .judge import Judge
 from .mutants import Mutant, mutants_of, variant_of
-from .suite import PRELOAD, SuiteRun, run_suite
+from .suite import PRELOAD, SOURCES, SuiteRun, run_suite
 
 OBJECTIVES = ("tests_pass", "bug_revealed", "line_coverage", "mutation_score")
 SHOWN = 20
@@ -93,10 +93,11 @@ class TestgenEvaluator:
         if "error" in screen or not screen["ok"]:
             reasons = screen.get("reasons") or [screen.get("error", "")]
             return self._zero({"refused": reasons}, started)
-        sandbox = context.preloaded(PRELOAD)
+        sandbox = context.preloaded(PRELOAD, SOURCES)
 
         def run(source: str, **options: Any) -> SuiteRun:
-            return run_suite(sandbox, candidate.code, (name, source), support, **options)
+            return run_suite(sandbox, candidate.code, (name, source), support,
+                             ceiling=self.suite_timeout, **options)
 
         correct = run(meta["program"], coverage=True, budget=self.test_timeout,
                       timeout=self.suite_timeout)

@@ -1,9 +1,12 @@
 """Running a model-written test file against one version of a program, in the sandbox.
 
-Each run is a job of its own (a fresh fork of a clean worker): the program version (the
-correct one, the buggy one, or a mutant) is loaded as a support module, the test file as
-the candidate, and the harness (inside.py) runs the tests. Nothing of one run reaches the
-next, so a test file that edits the program, or keeps state, fools only the run it is in.
+Each run is a hosted job of its own (a fresh fork of a clean worker, then two processes):
+the test file runs in one (inside/runner.py), where the program is a module of call
+proxies (inside/proxy.py); the program version (the correct one, the buggy one, or a
+mutant) is loaded only in the other (inside/host.py), from the job's private part, with
+the run's private settings. The test file's process is given the same thing in every run
+of the file: only the program's answers differ. Nothing of one run reaches the next, so a
+test file that edits the proxies, or keeps state, fools only the run it is in.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from coral_core.program_tests import Case, ExecutionSpec, Step
-from coral_core.sandbox import JobTemplate, Sandbox
+from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
 
-HARNESS = "coral_testgen_harness"
-HARNESS_SOURCE = (Path(__file__).with_name("inside.py")).read_text(encoding="utf-8")
+INSIDE = Path(__file__).with_name("inside")
+RUNNER, HOST = "coral_testgen_runner", "coral_testgen_host"
 PRELOAD = ("pytest", "coverage")
+# The harness, loaded once by each worker (`Sandbox(harness_policy(...))`); a run in any
+# other sandbox sends it along and pays for compiling it.
+SOURCES = tuple((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(encoding="utf-8"))
+                for name in ("codec", "proxy", "host", "runner"))
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 MAX_TESTS = 500
 
@@ -56,29 +63,50 @@ class SuiteRun:
         return [t.name for t in self.tests if t.status == "pass"]
 
 
+def harness_policy(policy: SandboxPolicy) -> SandboxPolicy:
+    """`policy` with the harness and what it needs loaded in every worker."""
+    return replace(policy, preload=PRELOAD, preload_sources=SOURCES)
+
+
 def _setup(module: str) -> str:
     return ("import sys as _sys\n"
             "def run():\n"
-            f"    _sys.modules[{HARNESS!r}].run(_sys.modules[{module!r}], __coral_record__)\n")
+            f"    _sys.modules[{RUNNER!r}].run(_sys.modules[{module!r}])\n")
 
 
 def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
               support: Sequence[tuple[str, str]] = (), *, coverage: bool = False,
               budgets: Sequence[float] = (), stop_on: Sequence[bool] = (),
-              budget: float = 2.0, timeout: float = 30.0) -> SuiteRun:
+              budget: float = 2.0, timeout: float = 30.0,
+              ceiling: float | None = None) -> SuiteRun:
     """Run the test file `code` against `program` = (module name, source): every test in
     order, the i-th with CPU budget `budgets[i]` (else `budget`), stopping after the i-th
-    if `stop_on[i]` and it did not pass."""
+    if `stop_on[i]` and it did not pass; the run as a whole gets `timeout` CPU seconds.
+    `ceiling` (the sandbox's own limit, default `timeout`) must be the same for every run
+    of a file: the test file's process can see it."""
     name, source = program
-    config = {"coverage": coverage, "program_file": f"{name}.py", "budget": budget,
-              "budgets": [float(b) for b in budgets], "stop_on": [bool(s) for s in stop_on],
-              "limit": MAX_TESTS}
-    harness = f"{HARNESS_SOURCE}\nCONFIG = {config!r}\nstart()\n"
+    tests_config = {"program": name, "budget": budget, "limit": MAX_TESTS}
+    # Every run measures coverage and holds MAX_TESTS budgets: what the program's process
+    # does and allocates (which the tests' process could time, or read in /proc) is then
+    # the same in the correct run and the others, but for the program's own work.
+    padding = MAX_TESTS - min(len(budgets), MAX_TESTS)
+    host_config = {"report_lines": coverage, "program_file": f"{name}.py", "budget": budget,
+                   "variant": bool(budgets),
+                   "budgets": [float(b) for b in budgets][:MAX_TESTS] + [budget] * padding,
+                   "stop_on": [bool(s) for s in stop_on][:MAX_TESTS]
+                   + [False] * (MAX_TESTS - min(len(stop_on), MAX_TESTS)),
+                   "timeout": timeout}
+    start = (f"import {RUNNER} as _runner\n_runner.CONFIG.update({tests_config!r})\n"
+             "_runner.start()\n")
+    harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
     module = f"test_{name}"
     spec = ExecutionSpec(
         module=module, cases=(Case("suite", Step(script="run"), ()),),
-        support=((HARNESS, harness), *support, (name, source)), setup=_setup(module))
-    result = sandbox.run(JobTemplate(spec, sandbox.policy, [timeout]).job(code))
+        support=(*harness, *support, ("coral_testgen_start", start)), setup=_setup(module),
+        host=HOST)
+    private = {"config": host_config, "support": [[name, source]]}
+    template = JobTemplate(spec, sandbox.policy, [ceiling or timeout])
+    result = sandbox.run(template.job(code, private))
     if result.load_error:
         return SuiteRun(error=f"the test file did not load: {result.load_error}",
                         loaded=False, stdout=result.stdout)

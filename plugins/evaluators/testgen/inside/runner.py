@@ -1,17 +1,17 @@
-"""Coral's test-generation harness: runs a model-written pytest file inside the sandbox.
+"""Coral's test-generation harness, the tests' side: runs a model-written pytest file.
 
-This file is not imported by Coral: its text is sent with every job as the first support
-module of the sandbox child, followed by `CONFIG = {...}` and `start()`, so it runs before
-the program under test and the test file are loaded (coverage.py then sees the program's
-import). The worker has pytest and coverage preloaded; a child costs a fork.
+This file is not imported by Coral: its text is sent with every run as a support module of
+the sandbox child, followed by `CONFIG = {...}` and `start()`. In the tests' process (the
+one that loads the test file) `start` installs the program under test as a module of call
+proxies (proxy.py); the program itself lives in the other process (host.py). CONFIG is the
+same for every run of a file, whichever version of the program the other process holds.
 
 It collects tests as pytest does for a plain module (functions named test*, classes named
 Test* without __init__, their test* methods; `pytest.mark.parametrize` expanded, `skip`,
 boolean `skipif` and `xfail` honoured: an xfail test can never fail a run, so it is skipped)
 and runs each under a CPU-time budget. Fixtures other than parametrize arguments are not
-provided: a test that needs one fails with a clear detail. One record goes back: each
-test's status and CPU time, and, in coverage mode, which lines of the program each test
-executed (coverage.py's dynamic contexts; "" is the import).
+provided: a test that needs one fails with a clear detail. Each test's start and result go
+to the program's process, which measures its CPU time and coverage and reports.
 """
 
 import itertools
@@ -20,9 +20,11 @@ import sys
 import time
 import types
 
+import coral_testgen_proxy as proxy
+
 CONFIG = {}
 ID_CHARS = 200
-_state = {"coverage": None, "expired": False}
+_state = {"expired": False}
 
 
 class _Expired(BaseException):
@@ -30,12 +32,10 @@ class _Expired(BaseException):
 
 
 def start():
-    if CONFIG.get("coverage"):
-        import coverage
+    child = sys.modules["coral_inside.child"]  # the sandbox's own (sandbox/inside/child.py)
 
-        measure = coverage.Coverage(data_file=None, config_file=False)
-        measure.start()
-        _state["coverage"] = measure
+    if child.SPLIT.get("role") == "tests":
+        proxy.install(CONFIG["program"], child.SPLIT["fd"], _Expired)
 
 
 def _marks(*owners):
@@ -150,9 +150,7 @@ def _call(function, owner, arguments):
 def run_one(test_id, function, owner, arguments, budget, pytest):
     _state["expired"] = False
     signal.signal(signal.SIGPROF, _expire)
-    measure = _state["coverage"]
-    if measure is not None:
-        measure.switch_context(test_id)
+    proxy.CHANNEL[0].send("T", test_id)
     started = time.process_time()
     status, detail = "pass", ""
     signal.setitimer(signal.ITIMER_PROF, budget)
@@ -171,36 +169,20 @@ def run_one(test_id, function, owner, arguments, budget, pytest):
     return [test_id, status, round(time.process_time() - started, 6), detail]
 
 
-def run(module, record):
-    """Run every collected test in order, each recorded as it finishes (so a run that is
-    killed still tells how far it got); then, in coverage mode, the lines."""
+def run(module):
+    """Run every collected test in order, each reported as it finishes (so a run that is
+    stopped still tells how far it got)."""
     import pytest
 
-    budgets = CONFIG.get("budgets") or []
-    stop_on = CONFIG.get("stop_on") or []
-    default = float(CONFIG.get("budget", 2.0))
+    channel = proxy.CHANNEL[0]
+    budget = float(CONFIG.get("budget", 2.0))
     items = collect(module)[:CONFIG.get("limit", 500)]
-    record({"collected": len(items)})
-    for index, (test_id, function, owner, arguments, state) in enumerate(items):
+    channel.send("D", len(items))
+    for test_id, function, owner, arguments, state in items:
         if state:
             row = [test_id, "skip" if state == "skip" else "error", 0.0,
                    "" if state == "skip" else state]
         else:
-            budget = float(budgets[index]) if index < len(budgets) else default
             row = run_one(test_id, function, owner, arguments, budget, pytest)
         sys.stdout.flush()
-        record(row)
-        if index < len(stop_on) and stop_on[index] and row[1] in ("fail", "timeout", "error"):
-            return  # as cosmic-ray's `pytest -x`: this version is told apart
-    lines = None
-    measure = _state["coverage"]
-    if measure is not None:
-        measure.stop()
-        data = measure.get_data()
-        target = CONFIG.get("program_file", "")
-        lines = {}
-        for path in data.measured_files():
-            if path.rsplit("/", 1)[-1] == target:
-                contexts = data.contexts_by_lineno(path)
-                lines = {str(line): sorted(names) for line, names in contexts.items()}
-    record({"done": len(items), "lines": lines})
+        channel.send("W", row)

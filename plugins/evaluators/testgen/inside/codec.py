@@ -1,0 +1,244 @@
+"""Values between the tests' process and the program's process, as plain JSON data.
+
+Only data crosses: None, bool, int, float, complex, str, bytes, tuple, frozenset, range,
+Fraction, Decimal and the builtin types themselves (`int`, `list`...) inline; list, dict,
+set, bytearray, defaultdict, OrderedDict, Counter, deque and node.Node objects by reference
+("o", key) with their contents in a table, so shared and cyclic structures (Node graphs,
+Node's shared default lists, dicts keyed by tuples of Nodes) keep their identities.
+Exact types only: a subclass could run its own code in the other process. Contents are
+encoded and decoded with loops, not recursion, so a linked list of 100,000 Nodes crosses.
+
+Both processes load this text as the support module `coral_testgen_codec`.
+"""
+
+import collections
+import decimal
+import fractions
+
+_FLAT = (None.__class__, bool, str)
+_KINDS = {"l": list, "d": dict, "s": set, "B": bytearray, "dd": collections.defaultdict,
+          "od": collections.OrderedDict, "C": collections.Counter, "q": collections.deque}
+_CONTAINERS = frozenset(_KINDS.values())
+_TYPES = {t.__name__: t for t in (int, float, complex, str, bytes, bool, list, dict, set,
+                                  frozenset, tuple, bytearray, object)}
+MAX_DEPTH = 200  # of inline values (tuples within tuples); containers are not nested
+
+
+class Unsendable(TypeError):
+    """A value that cannot cross to the other process."""
+
+
+def node_class():
+    import sys
+
+    module = sys.modules.get("node")
+    found = getattr(module, "Node", None) if module is not None else None
+    return found if isinstance(found, type) else None
+
+
+class Encoder:
+    """Turns values into JSON data: `value(x)` inline, containers into `table` by key.
+
+    `seed(obj, key)` makes an object already known to the other side (written by key only
+    unless its contents are asked for); `other(x)` may turn an unknown type into data."""
+
+    def __init__(self, prefix, other=None):
+        self.prefix, self.other, self.node = prefix, other, node_class()
+        self.memo, self.keep, self.table, self.pending = {}, [], {}, []
+
+    def seed(self, obj, key):
+        self.memo[id(obj)] = key
+        self.keep.append(obj)
+
+    def value(self, x, depth=0):
+        kind = type(x)
+        if kind in _FLAT:
+            return x
+        if kind is int:
+            if x.bit_length() > 12000:
+                raise Unsendable("an int of more than 12,000 bits")
+            return x
+        if depth > MAX_DEPTH:
+            raise Unsendable("a value nested too deeply")
+        if kind is float:
+            return ["f", repr(x)]
+        if kind in _CONTAINERS or (kind is self.node and self.node is not None):
+            return ["o", self.ref(x)]
+        if kind is tuple:
+            return ["t", [self.value(i, depth + 1) for i in x]]
+        if kind is frozenset:
+            return ["F", [self.value(i, depth + 1) for i in x]]
+        if kind is bytes:
+            return ["b", x.hex()]
+        if kind is complex:
+            return ["c", repr(x.real), repr(x.imag)]
+        if kind is range:
+            return ["r", x.start, x.stop, x.step]
+        if kind is type and _TYPES.get(x.__name__) is x:
+            return ["T", x.__name__]
+        if kind is fractions.Fraction:
+            return ["Q", self.value(x.numerator), self.value(x.denominator)]
+        if kind is decimal.Decimal:
+            return ["D", str(x)]
+        if self.other is not None:
+            return self.other(x)
+        raise Unsendable("a %s" % kind.__name__)
+
+    def ref(self, x):
+        key = self.memo.get(id(x))
+        if key is None:
+            key = "%s%d" % (self.prefix, len(self.memo))
+            self.seed(x, key)
+            self.pending.append((key, x))
+        return key
+
+    def contents(self, x):
+        kind = type(x)
+        if kind is list:
+            return ["l", [self.value(i) for i in x]]
+        if kind in (dict, collections.OrderedDict, collections.Counter):
+            tag = "d" if kind is dict else "od" if kind is collections.OrderedDict else "C"
+            return [tag, self._pairs(x)]
+        if kind is collections.defaultdict:
+            return ["dd", [self.value(x.default_factory), self._pairs(x)]]
+        if kind is set:
+            return ["s", [self.value(i) for i in x]]
+        if kind is collections.deque:
+            return ["q", [x.maxlen, [self.value(i) for i in x]]]
+        if kind is bytearray:
+            return ["B", x.hex()]
+        fields = []
+        for name, item in vars(x).items():
+            if type(name) is not str:
+                raise Unsendable("a Node attribute that is not a string")
+            fields.append([name, self.value(item)])
+        return ["n", fields]
+
+    def _pairs(self, x):
+        return [[self.value(k), self.value(v)] for k, v in x.items()]
+
+    def drain(self):
+        """Encode every container reached so far (and those they reach): the table."""
+        while self.pending:
+            key, x = self.pending.pop()
+            self.table[key] = self.contents(x)
+        return self.table
+
+
+def encode(values, prefix="", other=None):
+    """(data, table, encoder) for a list of values."""
+    encoder = Encoder(prefix, other)
+    data = [encoder.value(v) for v in values]
+    return data, encoder.drain(), encoder
+
+
+class Decoder:
+    """Turns data back into values. `objects` maps keys to objects that exist already (the
+    tests' own, whose new contents the table may hold: they are updated in place)."""
+
+    def __init__(self, table, objects=None, other=None):
+        if type(table) is not dict:
+            raise Unsendable("a malformed table")
+        self.table, self.objects, self.other = table, dict(objects or {}), other
+        self.node = node_class()
+        for key, entry in table.items():
+            if not (type(entry) is list and len(entry) == 2 and type(entry[0]) is str):
+                raise Unsendable("a malformed table entry")
+            if key not in self.objects:
+                self.objects[key] = self._empty(*entry)
+        for key, (kind, data) in table.items():
+            self._fill(self.objects[key], kind, data)
+
+    def _empty(self, kind, data):
+        if kind == "n" and self.node is not None:
+            return self.node.__new__(self.node)
+        if kind == "q":
+            maxlen = data[0] if _pair(data) else "?"
+            if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+                raise Unsendable("a malformed deque")
+            return collections.deque(maxlen=maxlen)
+        if kind not in _KINDS:
+            raise Unsendable("an unknown kind of object")
+        return _KINDS[kind]()
+
+    def _fill(self, obj, kind, data):
+        if type(obj) is not _KINDS.get(kind, self.node):
+            raise Unsendable("an object whose kind changed")
+        if kind == "B":
+            obj[:] = bytes.fromhex(_text(data))
+            return
+        if type(data) is not list:
+            raise Unsendable("malformed contents")
+        if kind in ("dd", "q"):
+            if not _pair(data) or type(data[1]) is not list:
+                raise Unsendable("malformed contents")
+            if kind == "dd":
+                factory = self.value(data[0])
+                if factory is not None and not callable(factory):
+                    raise Unsendable("a malformed defaultdict")
+                obj.default_factory = factory
+            data = data[1]
+        if kind in ("l", "s", "q"):
+            items = [self.value(i) for i in data]
+            obj.clear()
+            if kind == "s":
+                obj.update(items)
+            else:
+                obj.extend(items)
+        elif kind != "n":
+            pairs = [(self.value(p[0]), self.value(p[1])) for p in data if _pair(p)]
+            if len(pairs) != len(data):
+                raise Unsendable("a malformed dict")
+            obj.clear()
+            for key, value in pairs:  # (Counter.update would add counts)
+                obj[key] = value
+        else:
+            fields = {}
+            for pair in data:
+                if not (_pair(pair) and type(pair[0]) is str and pair[0].isidentifier()
+                        and not pair[0].startswith("__")):
+                    raise Unsendable("a malformed Node")
+                fields[pair[0]] = self.value(pair[1])
+            attributes = vars(obj)
+            attributes.clear()
+            attributes.update(fields)
+
+    def value(self, x, depth=0):
+        kind = type(x)
+        if kind in _FLAT or kind is int:
+            return x
+        if kind is not list or not x or type(x[0]) is not str or depth > MAX_DEPTH:
+            raise Unsendable("a malformed value")
+        tag, rest = x[0], x[1:]
+        if tag == "o" and len(rest) == 1 and type(rest[0]) is str and rest[0] in self.objects:
+            return self.objects[rest[0]]
+        if tag in ("t", "F") and len(rest) == 1 and type(rest[0]) is list:
+            items = [self.value(i, depth + 1) for i in rest[0]]
+            return tuple(items) if tag == "t" else frozenset(items)
+        if tag == "f" and len(rest) == 1:
+            return float(_text(rest[0]))
+        if tag == "b" and len(rest) == 1:
+            return bytes.fromhex(_text(rest[0]))
+        if tag == "c" and len(rest) == 2:
+            return complex(float(_text(rest[0])), float(_text(rest[1])))
+        if tag == "r" and len(rest) == 3 and all(type(i) is int for i in rest):
+            return range(*rest)
+        if tag == "Q" and len(rest) == 2 and all(type(i) is int for i in rest):
+            return fractions.Fraction(rest[0], rest[1])
+        if tag == "T" and len(rest) == 1 and rest[0] in _TYPES:
+            return _TYPES[rest[0]]
+        if tag == "D" and len(rest) == 1:
+            return decimal.Decimal(_text(rest[0]))
+        if self.other is not None:
+            return self.other(tag, rest)
+        raise Unsendable("a malformed value")
+
+
+def _text(x):
+    if type(x) is not str or len(x) > 1 << 24:
+        raise Unsendable("malformed text")
+    return x
+
+
+def _pair(x):
+    return type(x) is list and len(x) == 2

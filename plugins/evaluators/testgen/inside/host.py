@@ -1,0 +1,370 @@
+"""Coral's test-generation harness, the program's side: holds the program under test.
+
+Loaded as the support module `coral_testgen_host` in both processes of a run, it acts only
+in the program's process (the sandbox child), which `serve` turns into the tests' server:
+it loads the program (after starting coverage.py), tells the tests' process the program's
+public names, runs every call the tests make, and reports to the sandbox worker. It alone
+knows which version of the program it holds and the run's private settings (whether it
+reports coverage, each test's CPU budget, where to stop), so the tests' process sees the
+same thing in every run of a file but the program's answers. It does the same work in
+every run (coverage is measured in all of them), so that even the time a call takes or
+this process's memory differ only by what the program does.
+
+Budgets are CPU time of both processes together (the tests' from /proc/PID/stat): a test
+over its budget in the correct run is interrupted in its next call to the program (or by
+its own process's timer) and counts as timed out; in any other run the tests' process is
+killed at once and the run ends there (it cannot be told to go on without learning which
+run it is in). A test that does not pass, where the correct run passed it (`stop_on`),
+ends the run too, as cosmic-ray's `pytest -x` does.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+import types
+
+import coral_testgen_codec as codec
+
+TICKS = os.sysconf("SC_CLK_TCK")
+TICK = 0.05  # seconds between budget checks while the tests run: the same in every run (a
+# cadence that followed the budget left would show the budget in /proc/PPID/status)
+STATUSES = ("pass", "fail", "timeout", "error", "skip")
+
+
+class _Expired(BaseException):
+    """The program's CPU budget for this call ran out."""
+
+
+class Over(Exception):
+    """A budget ran out: `what` is "test" or "run"."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
+
+
+class Host:
+    def __init__(self, send, record, config, fds, tests_pid):
+        self.send, self.record, self.config = send, record, config
+        (self.read, self.write), self.pid = fds, tests_pid
+        self.buffer = bytearray()
+        self.budgets = [float(b) for b in config.get("budgets") or []]
+        self.stop_on = list(config.get("stop_on") or [])
+        self.variant = bool(config.get("variant"))  # judged against the correct run's
+        self.default = float(config.get("budget", 2.0))
+        self.run_budget = float(config.get("timeout", 30.0))
+        self.program, self.names, self.iterators, self.callables = None, (), {}, {}
+        self.rows, self.test, self.loaded = 0, None, False
+        self.expired, self.tests_cpu = False, 0.0
+        self.own_start = self._own()
+
+    # CPU time ---------------------------------------------------------------------------
+
+    def _own(self):
+        return time.process_time()
+
+    def _tests(self):
+        try:
+            with open("/proc/%d/stat" % self.pid, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            self.tests_cpu = sum(int(v) for v in fields[11:15]) / TICKS
+        except (OSError, IndexError, ValueError):
+            pass  # gone: its last reading stands
+        return self.tests_cpu
+
+    def total(self):
+        return self._tests() + self._own() - self.own_start
+
+    def used(self):
+        if self.test is None:
+            return 0.0
+        return self._tests() - self.test[1] + self._own() - self.test[2]
+
+    def budget(self, index):
+        return self.budgets[index] if index < len(self.budgets) else self.default
+
+    def remaining(self):
+        """CPU seconds left before a budget runs out; raises Over when one has."""
+        left = self.run_budget - self.total()
+        if left <= 0:
+            raise Over("run")
+        if self.test is not None:
+            test_left = self.budget(self.rows) - self.used()
+            if self.variant:
+                if test_left <= 0:
+                    raise Over("test")
+                left = min(left, test_left)
+            else:
+                left = min(left, max(test_left, 0.0))
+        return left
+
+    # the program ------------------------------------------------------------------------
+
+    def load(self, private, load_module):
+        import coverage  # in every run (only the correct one reports it): see suite.py
+        import coverage.collector
+
+        # A debugging aid: the collector notes who made it by inspecting the whole stack,
+        # which with pytest loaded costs 30 ms of every run's CPU time.
+        coverage.collector.short_stack = lambda *args, **kwargs: ""
+        self.coverage = coverage.Coverage(data_file=None, config_file=False)
+        self.coverage.start()
+        try:
+            for name, source in private["support"]:
+                self.program = load_module(name, source)
+        except BaseException as error:  # noqa: B902 - the tests' import fails as this did
+            self._say({"error": _describe(error)})
+            return
+        names, values, encoder = [], [], codec.Encoder("n")
+        for name, value in list(vars(self.program).items()):
+            if name.startswith("_") or isinstance(value, types.ModuleType):
+                continue
+            if callable(value):
+                names.append(name)
+                continue
+            try:
+                values.append([name, encoder.value(value)])
+            except (codec.Unsendable, RecursionError):
+                continue
+        self.names = tuple(names)
+        self._say({"names": names, "values": values, "t": encoder.drain()})
+
+    def _say(self, payload):
+        data = (json.dumps(payload, separators=(",", ":")) + "\n").encode(
+            "utf-8", "surrogatepass")
+        while data:
+            data = data[os.write(self.write, data):]
+
+    def _expire(self, signum, frame):
+        self.expired = True
+        raise _Expired()
+
+    def _run(self, target):
+        """(value, exception) of one call, under the CPU left; Over when a budget ran out
+        (in the correct run a test's own budget is reported to the tests instead)."""
+        left = self.remaining()
+        if left <= 0:  # the correct run: this test is out of time
+            return None, _Expired()
+        self.expired = False
+        signal.signal(signal.SIGPROF, self._expire)
+        signal.setitimer(signal.ITIMER_PROF, left)
+        value = error = None
+        try:
+            value = target()
+        except _Expired as expired:
+            error = expired
+        except BaseException as raised:  # noqa: B902 - the program's, for the tests
+            error = raised
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        if self.expired:
+            self.remaining()  # raises Over unless it is the correct run's test budget
+            return None, _Expired()
+        return value, error
+
+    def call(self, kind, body):
+        try:
+            request = json.loads(body)
+            if kind == "C":
+                incoming = request["t"]
+                decoder = codec.Decoder(incoming)
+                if type(request["f"]) is int:  # a callable it returned earlier
+                    function = self.callables[request["f"]]
+                elif request["f"] in self.names:
+                    function = getattr(self.program, request["f"])
+                else:
+                    raise codec.Unsendable("no function %r" % (request["f"],))
+                args = [decoder.value(a) for a in request["a"]]
+                named = {k: decoder.value(v) for k, v in request["k"] if type(k) is str}
+                origin = decoder.objects
+
+                def target():
+                    return function(*args, **named)
+            else:
+                iterator, origin, incoming = self.iterators[request["g"]]
+
+                def target():
+                    return next(iterator)
+        except Over:
+            raise
+        except Exception as error:  # noqa: B902 - a malformed request: a TypeError back
+            self._say({"x": ["TypeError", None, "coral: %s" % _describe(error)]})
+            return
+        value, error = self._run(target)
+        if isinstance(error, _Expired):
+            self._say({"expired": True})
+            return
+        self._say(self._reply(value, error, origin, incoming))
+
+    def _reply(self, value, error, origin, incoming):
+        def other(x):
+            if hasattr(type(x), "__next__") and hasattr(type(x), "__iter__"):
+                handle = len(self.iterators)
+                self.iterators[handle] = (x, origin, incoming)
+                return ["g", handle]
+            if callable(x):
+                handle = len(self.callables)
+                self.callables[handle] = x
+                return ["k", handle]
+            raise codec.Unsendable("a %s" % type(x).__name__)
+
+        encoder = codec.Encoder("n", other)
+        try:
+            for key, obj in origin.items():
+                encoder.seed(obj, key)
+            changed = {}
+            for key, obj in origin.items():
+                contents = encoder.contents(obj)
+                if contents != incoming.get(key):
+                    changed[key] = contents
+            if error is None:
+                reply = {"v": encoder.value(value)}
+            else:
+                try:
+                    arguments = encoder.value(tuple(error.args))
+                except (codec.Unsendable, RecursionError):
+                    arguments = None
+                reply = {"x": [type(error).__name__, arguments, _describe(error, False)]}
+            table = encoder.drain()
+        except (codec.Unsendable, RecursionError) as unsendable:
+            return {"x": ["TypeError", None, "coral: the program returned %s, which cannot "
+                          "be passed to the tests" % _describe(unsendable, False)]}
+        table.update(changed)
+        reply["t"] = table
+        return reply
+
+    # the tests' messages ----------------------------------------------------------------
+
+    def next_line(self):
+        """The tests' next message, or None when their process has gone."""
+        while True:
+            end = self.buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self.buffer[:end])
+                del self.buffer[:end + 1]
+                return line
+            self.remaining()  # raises Over when a budget has run out
+            if select.select([self.read], [], [], TICK)[0]:
+                chunk = os.read(self.read, 1 << 20)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+
+    def serve(self):
+        try:
+            while True:
+                line = self.next_line()
+                if line is None:
+                    return self.finish("the tests' process exited")
+                kind, body = line[:1].decode("latin-1"), line[1:]
+                if kind in ("C", "G"):
+                    self.call(kind, body)
+                elif kind == "T":
+                    self.begin(json.loads(body))
+                elif kind == "W":
+                    if self.row(json.loads(body)):
+                        return self.finish(None, stopped=True)
+                elif kind == "D":
+                    self.record({"collected": json.loads(body)})
+                elif kind == "L" and not self.loaded:
+                    self.loaded = True
+                    self.send("L %.6f -1" % self._own())
+                elif kind == "X" and not self.loaded:
+                    return self.finish(line[1:].decode("utf-8", "replace"), loading=True)
+                elif kind == "E" and self.loaded:
+                    detail = line.split(b" ", 3)[3:] or [b""]
+                    return self.finish(detail[0].decode("utf-8", "replace") or None,
+                                       done=True)
+                elif kind != "R":
+                    return self.finish("the tests' process broke the protocol")
+        except Over as over:
+            if over.what == "test" and self.test is not None:
+                self.record([self.test[0], "timeout", round(self.used(), 6), ""])
+                return self.finish(None, stopped=True)
+            return self.finish("the run ran out of CPU time (%.3g s)" % self.run_budget,
+                               loading=not self.loaded)
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+            return self.finish("the tests' process broke the protocol")
+
+    def begin(self, test_id):
+        if type(test_id) is not str:
+            raise ValueError("test id")
+        self.coverage.switch_context(test_id)
+        self.test = (test_id, self._tests(), self._own())
+
+    def row(self, row):
+        """Record one test's result with its CPU time measured here; True when the run
+        stops (a test the correct run passed did not pass)."""
+        if not (type(row) is list and len(row) == 4 and type(row[0]) is str
+                and row[1] in STATUSES and type(row[3]) is str):
+            raise ValueError("row")
+        index, status = self.rows, row[1]
+        used = self.used() if self.test is not None and self.test[0] == row[0] else 0.0
+        if status != "skip" and used > self.budget(index):
+            status = "timeout"
+        self.record([row[0], status, round(used, 6), row[3][:300]])
+        self.rows, self.test = index + 1, None
+        return (self.variant and index < len(self.stop_on) and bool(self.stop_on[index])
+                and status in ("fail", "timeout", "error"))
+
+    def finish(self, error, stopped=False, loading=False, done=False):
+        """End the run: stop the tests' process, then report (and exit)."""
+        self._stop_tests()
+        if loading:
+            self.send("X" + (error or "the test file did not load"))
+            return
+        if stopped or done:
+            self.record({"done": self.rows, "stopped": stopped, "lines": self._lines()})
+        if not self.loaded:
+            self.send("X" + (error or "the tests' process exited while loading"))
+            return
+        detail = "" if error is None else " " + " ".join(error.split())[:300]
+        self.send("E0 %.6f -1%s" % (self._own_with_tests(), detail))
+
+    def _stop_tests(self):
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+    def _own_with_tests(self):
+        times = os.times()
+        return times.user + times.system + times.children_user + times.children_system
+
+    def _lines(self):
+        self.coverage.stop()
+        if not self.config.get("report_lines"):
+            return None
+        data = self.coverage.get_data()
+        target, lines = self.config.get("program_file", ""), {}
+        for path in data.measured_files():
+            if path.rsplit("/", 1)[-1] == target:
+                contexts = data.contexts_by_lineno(path)
+                lines = {str(line): sorted(names) for line, names in contexts.items()}
+        return lines
+
+
+def _describe(error, with_type=True):
+    try:
+        text = ("%s: %s" % (type(error).__name__, error)) if with_type else str(error)
+    except BaseException:  # noqa: B902 - a message that cannot be made
+        text = type(error).__name__
+    return " ".join(text.split())[:300]
+
+
+def serve(send, record, private, load_module):
+    """The program's process, from the moment its modules are loaded; never returns."""
+    child = sys.modules["coral_inside.child"]  # the sandbox's own (sandbox/inside/child.py)
+
+    host = Host(send, record, private.get("config", {}), child.SPLIT["fd"],
+                child.SPLIT["pid"])
+    host.load(private, load_module)
+    host.serve()
+    sys.stdout.flush()
