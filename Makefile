@@ -34,7 +34,9 @@ LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extr
 	tests/test_runtime_objective.py tests/test_worker_death.py tests/test_evaluate_cli.py \
 	tests/test_testgen.py::test_a_good_suite_passes_reveals_covers_and_kills \
 	tests/test_testgen.py::test_a_suite_that_never_finishes_is_timed_out \
-	"tests/test_testgen.py::test_runs_of_a_file_cannot_differ_by_its_own_doing[slow_collection]"
+	"tests/test_testgen.py::test_runs_of_a_file_cannot_differ_by_its_own_doing[slow_collection]" \
+	tests/test_testgen_proxy.py::test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on \
+	tests/test_testgen_proxy.py::test_the_programs_process_wakes_as_often_in_every_run
 
 test-loaded: install
 	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_TESTS)
