@@ -75,24 +75,25 @@ class Host:
             pass  # gone: its last reading stands
         return self.tests_cpu
 
-    def total(self):
-        return self._tests() + self._own() - self.own_start
-
-    def used(self):
+    def used(self, tests=None, own=None):
+        """This test's CPU time so far (from readings just taken, if given)."""
         if self.test is None:
             return 0.0
-        return self._tests() - self.test[1] + self._own() - self.test[2]
+        tests = self._tests() if tests is None else tests
+        own = self._own() if own is None else own
+        return tests - self.test[1] + own - self.test[2]
 
     def budget(self, index):
         return self.budgets[index] if index < len(self.budgets) else self.default
 
     def remaining(self):
         """CPU seconds left before a budget runs out; raises Over when one has."""
-        left = self.run_budget - self.total()
+        tests, own = self._tests(), self._own()  # one reading of /proc per check
+        left = self.run_budget - (tests + own - self.own_start)
         if left <= 0:
             raise Over("run")
         if self.test is not None:
-            test_left = self.budget(self.rows) - self.used()
+            test_left = self.budget(self.rows) - self.used(tests, own)
             if self.variant:
                 if test_left <= 0:
                     raise Over("test")
