@@ -451,6 +451,72 @@ def test_quixbugs_own_tests_through_the_proxies_reveal_every_bug(
     assert failing == [("levenshtein", "test_levenshtein[2]", "timeout")]  # exponential
 
 
+SLOW = '''
+def slow(n):
+    return n if n < 2 else slow(n - 1) + slow(n - 2)
+'''
+
+EXPIRING = '''import pytest
+from slow import slow
+
+
+@pytest.mark.parametrize("n", range(30))
+def test_slow(n):
+    assert slow(40) == n
+
+
+def test_after():
+    assert slow(10) == 55
+'''
+
+
+def test_budgets_run_out_in_the_programs_code_not_in_coverages(sandbox):
+    """An expiry raised in coverage's tracer, between its lock and its unlock, left the
+    lock held and the program's process hung (about one expiry in six): the whole run was
+    lost to the wall-clock limit. Thirty expiries in one run."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    run = run_suite(sandbox, EXPIRING, ("slow", SLOW), coverage=True, budget=0.05,
+                    timeout=20.0, ceiling=20.0)
+    assert run.finished and not run.error, run.error
+    assert [t.status for t in run.tests] == ["timeout"] * 30 + ["pass"]
+
+
+SIZE = '''
+def size(xs):
+    return len(xs)
+'''
+
+CHATTY = '''import pytest
+from size import size
+
+BIG = list(range(100000))
+
+
+@pytest.mark.parametrize("n", range(20))
+def test_big(n):
+    while True:
+        assert size(BIG) == 100000
+
+
+def test_after():
+    assert size([1, 2]) == 2
+'''
+
+
+def test_budgets_run_out_in_the_tests_code_not_in_the_harness(sandbox):
+    """The twin of the above in the tests' process, which spends most of these tests' time
+    in the harness (encoding and sending a large argument): an expiry raised there could
+    cut a message in half. Not seen to fail before the guard, which follows from the one
+    above; this checks that expiries still end such tests, and the run goes on."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    run = run_suite(sandbox, CHATTY, ("size", SIZE), coverage=True, budget=0.1,
+                    timeout=20.0, ceiling=20.0)
+    assert run.finished and not run.error, run.error
+    assert [t.status for t in run.tests] == ["timeout"] * 20 + ["pass"]
+
+
 CADENCE = '''import os, time
 import bitcount
 
@@ -516,12 +582,17 @@ def test_pids():
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 12): a worker's PID counter outlives its "
-                   "jobs, so a run can leave a mark that the next run of the file reads")
-def test_runs_share_no_state_through_the_pid_counter(data_dir):
-    """A red-team pass: all jobs of a worker share one PID namespace, whose counter one
-    run can set and the next read; the correct run is the first of a file's runs."""
+def test_a_file_that_knows_which_run_it_is_in_earns_nothing(data_dir):
+    """A red-team pass: all jobs of a worker share one PID namespace, whose counter one run
+    can set (by starting threads) and the next read (its own PID). The correct run is a
+    file's first, so the file above fails every later run, and the buggy run's verdict
+    differs. The correct program, judged again at a random place among the other versions,
+    fails too: the file is inconsistent, and is credited with neither the bug nor a kill."""
+    from coral_core.execution import ExecutionContext
     from coral_core.sandbox import Sandbox, SandboxPolicy
+    from coral_core.types import Candidate
+    from coral_plugins.datasets.testgen import Testgen
+    from coral_plugins.evaluators.testgen.evaluator import TestgenEvaluator
     from coral_plugins.evaluators.testgen.suite import harness_policy, run_suite
 
     with Sandbox(harness_policy(SandboxPolicy()), workers=1) as one:
@@ -529,4 +600,20 @@ def test_runs_share_no_state_through_the_pid_counter(data_dir):
                             coverage=True, ceiling=30.0)
         buggy = run_suite(one, PIDS, ("bitcount", _bitcount(data_dir, "buggy")),
                           ceiling=30.0, **_judged(correct))
-    assert [t.status for t in correct.tests] == [t.status for t in buggy.tests]
+    assert [t.status for t in correct.tests] == ["pass"]
+    assert [t.status for t in buggy.tests] == ["fail"]  # the channel is there ...
+
+    task = Testgen(str(data_dir)).tasks("all", ["bitcount"])[0]
+    sandbox = Sandbox(SandboxPolicy(), workers=1)
+    context = ExecutionContext(sandbox)
+    try:
+        scored = TestgenEvaluator(max_mutants=6).unscreened(Candidate(task, PIDS), context)
+    finally:
+        context.close()
+        sandbox.close()
+    assert scored.objectives["tests_pass"] == 1.0  # ... and it earns nothing from it
+    assert scored.objectives["bug_revealed"] == 0.0
+    assert scored.objectives["mutation_score"] == 0.0
+    assert scored.details["inconsistent"].startswith("test_pids:"), scored.details
+    assert scored.details["revealed_by"] is None
+    assert scored.details["mutation"]["killed"] == 0

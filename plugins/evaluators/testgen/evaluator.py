@@ -11,6 +11,14 @@ Four objectives, each from runs in the sandbox (suite.py), never from the test f
   unrun.
 The test file is screened first (inside/testscreen.py): one that could tell program versions
 apart by anything but calling them scores 0 everywhere, with the reasons.
+
+The correct program is judged a second time, at a random place among the buggy program and
+the mutants. A file whose tests do not pass on it again (one fails, other tests are
+collected, loading differs) tells apart nothing: bug_revealed and mutation_score are 0 and
+`details.inconsistent` says why. That closes the class of files that know which run they
+are in, by chance or through state that outlives a run (a worker's PID counter, a tmpfs's
+inode counter, the clock): the correct run is always a file's first, so such a file could
+otherwise fail every later run and be credited with every kill.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import math
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any
 
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
@@ -29,7 +37,7 @@ from coral_core.types import Candidate, Evaluation
 
 from ..mutation.runner import skip_requested
 from .judge import Judge
-from .mutants import Mutant, mutants_of, variant_of
+from .mutants import Mutant, Variant, mutants_of, variant_of
 from .suite import PRELOAD, SOURCES, SuiteRun, run_suite
 
 OBJECTIVES = ("tests_pass", "bug_revealed", "line_coverage", "mutation_score")
@@ -93,6 +101,16 @@ class TestgenEvaluator:
         if "error" in screen or not screen["ok"]:
             reasons = screen.get("reasons") or [screen.get("error", "")]
             return self._zero({"refused": reasons}, started)
+        return self.unscreened(candidate, context, started)
+
+    def unscreened(self, candidate: Candidate, context: ExecutionContext,
+                   started: float | None = None) -> Evaluation:
+        """The file's scores from its runs alone, as if it had passed the screen: what the
+        runs' structure guarantees without it (the tests call this with hostile files)."""
+        started = time.monotonic() if started is None else started
+        meta = candidate.task.metadata
+        name = meta["module"]
+        support = tuple((s[0], s[1]) for s in meta.get("support", ()))
         sandbox = context.preloaded(PRELOAD, SOURCES)
 
         def run(source: str, **options: Any) -> SuiteRun:
@@ -110,11 +128,29 @@ class TestgenEvaluator:
         green = correct.passed()
         all_pass = bool(counted) and len(green) == len(counted)
         buggy = variant_of(meta["program"], meta["buggy"])
-        revealed_by = judge.told_apart(run(buggy.source, **judge.options()), buggy)
+        mutants, mutation = self._mutants(name, meta["program"])
+        reached = {line for line, tests in lines.items() if set(tests) & set(green)}
+        ran = [m for m in mutants if green and not judge.unseen(m, reached)]
+        again = Variant(meta["program"], frozenset(), in_function=False)  # any change counts
+        verdicts = judged(run, judge, [buggy, again, *ran], sandbox.workers)
+        revealed_by, differed, kills = verdicts[0], verdicts[1], verdicts[2:]
+        if differed is not None:  # the module's docstring: none of its verdicts is evidence
+            revealed_by, kills = None, [None] * len(ran)
+        if mutation["available"]:
+            killed = {id(m) for m, told in zip(ran, kills) if told is not None}
+            running = {id(m) for m in ran}
+            mutation.update(
+                score=len(killed) / len(mutants) if mutants else 0.0, killed=len(killed),
+                unreached=len(mutants) - len(ran),
+                survivors=[{"operator": m.operator, "occurrence": m.occurrence,
+                            "lines": sorted(m.lines), "reached": id(m) in running}
+                           for m in mutants if id(m) not in killed])
+            if not green:
+                mutation["why"] = "no test passes on the correct program"
+            elif differed is not None:
+                mutation["why"] = "the file's tests did not pass again on the correct program"
         program_lines = statements(meta["program"])
         executed = program_lines & set(lines)
-        mutation = self._mutation(run, judge, name, meta["program"], green, lines,
-                                  sandbox.workers)
         objectives = {
             "tests_pass": len(green) / len(counted) if counted else 0.0,
             "bug_revealed": 1.0 if all_pass and revealed_by else 0.0,
@@ -131,38 +167,42 @@ class TestgenEvaluator:
                          "missed": sorted(program_lines - executed)},
             "mutation": mutation, "seconds": round(time.monotonic() - started, 3),
         }
+        if differed is not None:
+            details["inconsistent"] = (f"{differed}: the correct program, run again among "
+                                       "the other versions, was told apart from itself")
         return Evaluation(objectives, details)
 
-    def _mutation(self, run, judge: "Judge", name: str, program: str, green: list[str],
-                  lines: Mapping[int, tuple[str, ...]], workers: int) -> dict:
+    def _mutants(self, name: str, program: str) -> tuple[list[Mutant], dict]:
+        """The mutants to judge (a seeded sample of max_mutants), and the mutation details."""
         if skip_requested():
-            return {"score": 0.0, "available": False, "why": "SKIP_MUTATION=true"}
+            return [], {"score": 0.0, "available": False, "why": "SKIP_MUTATION=true"}
         mutants = list(mutants_of(name, program))
         if self.max_mutants and len(mutants) > self.max_mutants:
             mutants = sorted(random.Random(self.seed).sample(mutants, self.max_mutants),
                              key=lambda m: (m.operator, m.occurrence))
-        if not green:
-            return {"score": 0.0, "available": True, "mutants": len(mutants), "killed": 0,
-                    "why": "no test passes on the correct program"}
-        reached = {line for line, tests in lines.items() if set(tests) & set(green)}
-
-        def verdict(mutant: Mutant) -> tuple[Mutant, bool, bool]:
-            if judge.unseen(mutant, reached):
-                return mutant, False, False  # no passing test executes it: it survives
-            return mutant, judge.told_apart(run(mutant.source, **judge.options()),
-                                            mutant) is not None, True
-
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            verdicts = list(pool.map(verdict, mutants))
-        killed = sum(1 for _, dead, _ in verdicts if dead)
-        survivors = [{"operator": m.operator, "occurrence": m.occurrence,
-                      "lines": sorted(m.lines), "reached": ran}
-                     for m, dead, ran in verdicts if not dead]
-        return {"score": killed / len(mutants) if mutants else 0.0, "available": True,
-                "mutants": len(mutants), "killed": killed,
-                "unreached": sum(1 for _, _, ran in verdicts if not ran),
-                "survivors": survivors}
+        return mutants, {"available": True, "mutants": len(mutants)}
 
     def _zero(self, details: dict, started: float) -> Evaluation:
         details["seconds"] = round(time.monotonic() - started, 3)
         return Evaluation({name: 0.0 for name in OBJECTIVES}, details)
+
+
+def judged(run, judge: Judge, variants: list[Variant], workers: int) -> list[str | None]:
+    """For each variant, the test that told it from the correct program (judge.py), or None.
+
+    The runs go in an order drawn from the OS's randomness, not from the seed, which the
+    test file could compute: a run's place among them says nothing of the version it
+    tests. A file whose verdicts do not depend on the order (any file the correct program's
+    second run finds consistent) gets the same verdicts in every order, so its scores are
+    still the seed's."""
+    order = list(range(len(variants)))
+    random.SystemRandom().shuffle(order)
+    verdicts: list[str | None] = [None] * len(variants)
+
+    def one(index: int) -> None:
+        variant = variants[index]
+        verdicts[index] = judge.told_apart(run(variant.source, **judge.options()), variant)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, order))
+    return verdicts

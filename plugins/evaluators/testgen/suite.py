@@ -28,6 +28,9 @@ SOURCES = tuple((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(enco
                 for name in ("codec", "proxy", "host", "runner"))
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 MAX_TESTS = 500
+# CPU seconds the sandbox's own limit lies beyond a run's: the program's process, whose
+# accounting names the test that ran out, ends an overlong run first, whatever the load.
+BACKSTOP = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,8 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
     """Run the test file `code` against `program` = (module name, source): every test in
     order, the i-th with CPU budget `budgets[i]` (else `budget`), stopping after the i-th
     if `stop_on[i]` and it did not pass; the run as a whole gets `timeout` CPU seconds.
-    `ceiling` (the sandbox's own limit, default `timeout`) must be the same for every run
-    of a file: the test file's process can see it."""
+    `ceiling` (the sandbox's own limit is BACKSTOP beyond it; default `timeout`) must be
+    the same for every run of a file: the test file's process can see it."""
     name, source = program
     tests_config = {"program": name, "budget": budget, "limit": MAX_TESTS}
     # Every run measures coverage and holds MAX_TESTS budgets: what the program's process
@@ -105,7 +108,7 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
         support=(*harness, *support, ("coral_testgen_start", start)), setup=_setup(module),
         host=HOST)
     private = {"config": host_config, "support": [[name, source]]}
-    template = JobTemplate(spec, sandbox.policy, [ceiling or timeout])
+    template = JobTemplate(spec, sandbox.policy, [(ceiling or timeout) + BACKSTOP])
     result = sandbox.run(template.job(code, private))
     if result.load_error:
         return SuiteRun(error=f"the test file did not load: {result.load_error}",
