@@ -398,30 +398,13 @@ def test_the_program_is_nowhere_in_the_tests_process(sandbox, data_dir):
     assert [t.status for t in leaked.tests] == ["pass", "pass"], leaked
 
 
-def _standalone(data_dir, name: str) -> str:
-    """QuixBugs' own test file for `name`, importing the program as `name` and with its
-    JSON test cases written in."""
-    root = data_dir / "quixbugs"
-    text = (root / "python_testcases" / f"test_{name}.py").read_text()
-    text = re.sub(r"if pytest\.use_correct:\n\s+from correct_python_programs\.(\w+) import "
-                  r"(\w+)\nelse:\n\s+from python_programs\.\w+ import \w+\n",
-                  r"from \1 import \2\n", text)
-    text = text.replace("from load_testdata import load_json_testcases\n", "")
-
-    def cases(found: re.Match) -> str:
-        lines = (root / "json_testcases" / f"{found.group(1)}.json").read_text().splitlines()
-        return "testdata = " + repr([json.loads(line) for line in lines if line.strip()])
-
-    text = re.sub(r"testdata = load_json_testcases\((\w+)\.__name__\)", cases, text)
-    return text.replace("pytest.run_slow", "False")
-
-
 def test_quixbugs_own_tests_through_the_proxies_reveal_every_bug(
         sandbox, data_dir, node_source):
     """Every upstream QuixBugs test file, run as a generated one would be: each passes on
     its correct program (but tests that need more than the CPU budget) and reveals the bug.
     Between them they pass Node graphs, dicts keyed by Node pairs, generators, a returned
     defaultdict with a lambda factory, floats for pytest.approx and in-place arguments."""
+    from coral_plugins.datasets.quixbugs_tests import standalone_test_file
     from coral_plugins.evaluators.testgen.judge import Judge
     from coral_plugins.evaluators.testgen.mutants import variant_of
     from coral_plugins.evaluators.testgen.suite import run_suite
@@ -432,7 +415,7 @@ def test_quixbugs_own_tests_through_the_proxies_reveal_every_bug(
     assert len(names) == 40
     unrevealed, failing = [], []
     for name in names:
-        code = _standalone(data_dir, name)
+        code = standalone_test_file(root, name)
         good = (root / "correct_python_programs" / f"{name}.py").read_text()
         bad = (root / "python_programs" / f"{name}.py").read_text()
         support = [("node", node_source)]

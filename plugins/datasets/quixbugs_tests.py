@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,22 @@ def load_cases(root: Path, problem: str) -> tuple[str, tuple[Case, ...]]:
         lines = json_path.read_text(encoding="utf-8").splitlines()
         return "", call_cases(test_source, lines, problem)
     return script_cases(test_source, problem)
+
+
+def standalone_test_file(root: Path, problem: str) -> str:
+    """QuixBugs' own pytest file for `problem`, as a model's would be: it imports the
+    program as `problem`, its JSON cases written in, slow cases off. For checks and
+    benchmarks of test-file scoring; never shown to a model."""
+    text = (root / "python_testcases" / f"test_{problem}.py").read_text(encoding="utf-8")
+    text = re.sub(r"if pytest\.use_correct:\n\s+from correct_python_programs\.(\w+) import "
+                  r"(\w+)\nelse:\n\s+from python_programs\.\w+ import \w+\n",
+                  r"from \1 import \2\n", text)
+    text = text.replace("from load_testdata import load_json_testcases\n", "")
+
+    def cases(found: re.Match) -> str:
+        path = root / "json_testcases" / f"{found.group(1)}.json"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return "testdata = " + repr([json.loads(line) for line in lines if line.strip()])
+
+    text = re.sub(r"testdata = load_json_testcases\((\w+)\.__name__\)", cases, text)
+    return text.replace("pytest.run_slow", "False")
