@@ -275,9 +275,8 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "    match obj:\n        case C(value):\n            return value\ndef test():\n    pass\n",
     "T = type(int)\ndef test():\n    assert T\n",
     "def test():\n    assert 'co' + 'de' != 'co_code'\n",
-    # a fifth: a recorded warning's line number is the program's
-    "import pytest\ndef test():\n    with pytest.warns(DeprecationWarning) as record:\n"
-    "        pass\n    assert record\n",
+    "def test():\n    assert '{0.real}'.format(1)\n",  # .format reads attributes by name
+    "T = '{}'\ndef test():\n    assert T.format(1)\n",  # unless it is on a plain literal
 ])
 def test_a_suite_that_could_tell_versions_apart_is_refused(scoring, trick):
     refused = evaluate(scoring, trick)
@@ -331,6 +330,9 @@ def test_more():
     assert math.isclose(0.1 + 0.2, pytest.approx(0.3))
     assert deque([1]) and Sub(1) == Box(1) and type(1) is int
     assert f"{bitcount(3)}" == "2" == str(format(3, "b").count("1"))
+    assert "{} bits in {!r:>4}".format(bitcount(3), 3) == "2 bits in    3", "got {0}".format(3)
+    with pytest.warns(DeprecationWarning):
+        bitcount(0)
     with Vector(3) as v:
         assert (v - Vector(1)).code == 2 and hasattr(v, "code")
 

@@ -17,7 +17,8 @@ touches is written out in its text, and none leads to the interpreter's insides:
   `__code__`, `def __getattr__`; helper classes may define the usual operators), none in a
   `match` class pattern; no `co_*`, frame or traceback attribute; no string holding a
   double underscore; no assignment to a dunder name;
-- no dynamic attribute access or code execution (`getattr`, `eval`, `.format`,
+- no dynamic attribute access or code execution (`getattr`, `eval`, `.format` but on a
+  string literal whose fields name no attribute or item (`"got {!r}".format(x)`),
   `functools.update_wrapper`, `functools.singledispatch`, `typing.get_type_hints`,
   three-argument `type()`: each resolves names or code given as strings; dataclasses and
   enum are not importable for the same reason); annotations compute nothing; `type(x)`
@@ -35,6 +36,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import string
 import types
 
 # Not dataclasses (it builds code from field names and execs it) nor enum (its functional
@@ -45,9 +47,11 @@ ALLOWED_IMPORTS = frozenset({
     "heapq", "bisect", "copy", "fractions", "decimal", "typing", "re", "statistics",
     "numbers", "array",
 })
-# Not `warns`: a recorded warning carries the line of the program that raised it (a
-# fifth red-team pass told versions apart by it).
-PYTEST_NAMES = frozenset({"raises", "approx", "mark", "skip", "fail", "xfail", "param"})
+# `warns` was refused while the program ran in the tests' process (a recorded warning
+# carried the program's line number, which a fifth red-team pass read); its warnings now
+# stay in its own process.
+PYTEST_NAMES = frozenset({"raises", "approx", "mark", "skip", "fail", "xfail", "param",
+                          "warns"})
 RESOLVERS = frozenset({  # builtins that turn strings into names or code, or read files
     "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "vars",
     "globals", "locals", "open", "breakpoint", "input", "memoryview", "help",
@@ -113,6 +117,21 @@ REFUSED_ATTRIBUTES = BANNED_ATTRIBUTES | (LEADING - ALLOWED_IMPORTS - {"abc"})
 
 def _dunder(name: str) -> bool:
     return name.startswith("__") and name not in ALLOWED_DUNDERS
+
+
+def _plain_template(text: str) -> bool:
+    """A format string whose fields name no attribute or item (`"{} != {0!r:>8}"`): its
+    `.format` reads nothing by a name written in a string."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    for _, field, spec, _ in fields:
+        if field is not None and ("." in field or "[" in field):
+            return False
+        if spec and "{" in spec and not _plain_template(spec):
+            return False
+    return True
 
 
 def _private(name: str) -> bool:
@@ -259,7 +278,9 @@ class _Screen(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self._attribute_name(node, node.attr)
+        if not (node.attr == "format" and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and _plain_template(node.value.value)):
+            self._attribute_name(node, node.attr)
         self._bare_module(node, self._module_of(node))
         module = self._module_of(node.value)
         if module is not None:
