@@ -224,10 +224,7 @@ def test_zero(n):
 def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     got = evaluate(scoring, SAME_AS_WEAK[name]).objectives
     weak = evaluate(scoring, WEAK).objectives
-    if name == "random_id":  # its runs cannot be matched test by test: it earns no kill
-        assert got == dict(weak, mutation_score=0.0)
-    else:
-        assert got == weak
+    assert got == weak  # random_id's ids are the same in every run: random draws the seed
 
 
 @pytest.mark.parametrize("trick", [
@@ -275,6 +272,8 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "    match obj:\n        case C(value):\n            return value\ndef test():\n    pass\n",
     "T = type(int)\ndef test():\n    assert T\n",
     "def test():\n    assert 'co' + 'de' != 'co_code'\n",
+    # a seventh: the OS's randomness failed a random share of runs (random draws the seed)
+    "import random\ndef test():\n    assert random.SystemRandom().random() < 0.5\n",
     "def test():\n    assert '{0.real}'.format(1)\n",  # .format reads attributes by name
     "T = '{}'\ndef test():\n    assert T.format(1)\n",  # unless it is on a plain literal
 ])

@@ -500,6 +500,62 @@ def test_budgets_run_out_in_the_tests_code_not_in_the_harness(sandbox):
     assert [t.status for t in run.tests] == ["timeout"] * 20 + ["pass"]
 
 
+QUIET = '''import os
+import same
+
+
+def test_quiet():
+    assert same.same(1) == 1
+    assert [os.path.getsize(name) for name in ("stdout", "stderr")] == [0, 0]
+'''
+
+
+def test_what_the_program_prints_or_warns_stays_in_its_process(sandbox):
+    """A red-team pass: the program's process wrote to the run's stdout and stderr files,
+    which the tests' process can read, and a mutant's SyntaxWarning (`x is 1`, the same
+    answers as `x == 1`) there told it apart."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    correct = "def same(x):\n    return x if x == 1 else 0\n"
+    warns = "def same(x):\n    return x if x is 1 else 0\n"
+    prints = "print('loaded')\n\n\ndef same(x):\n    print(x)\n    return x\n"
+    first = run_suite(sandbox, QUIET, ("same", correct), coverage=True, ceiling=30.0)
+    assert [t.status for t in first.tests] == ["pass"], first
+    for variant in (warns, prints):
+        judged = run_suite(sandbox, QUIET, ("same", variant), ceiling=30.0,
+                           **_judged(first))
+        assert [t.status for t in judged.tests] == ["pass"], judged
+
+
+COIN = '''import random
+import bitcount
+
+
+def test_coin():
+    bitcount.bitcount(0)
+    draws = [random.random(), random.Random().random(), random.randrange(10 ** 9)]
+    print("draws", draws)
+    assert draws[0] >= 0.5
+'''
+
+
+def test_every_run_of_a_file_draws_the_same_random_numbers(sandbox, data_dir):
+    """A red-team pass failed a random share of the runs (random.random() < p) and was
+    credited with kills when the correct runs happened to pass; and a test that draws its
+    inputs would test each version on different ones. `random` draws the run's seed."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    def draws(source, seed, **options):
+        run = run_suite(sandbox, COIN, ("bitcount", source), ceiling=30.0, seed=seed,
+                        **options)
+        return re.search(r"draws (.*)", run.stdout).group(1), run.tests[0].status
+
+    correct, buggy = _bitcount(data_dir, "correct"), _bitcount(data_dir, "buggy")
+    first = draws(correct, 7, coverage=True)
+    assert draws(correct, 7) == first == draws(buggy, 7, budgets=[1.0], stop_on=[True])
+    assert draws(correct, 8)[0] != first[0]
+
+
 CADENCE = '''import os, time
 import bitcount
 

@@ -65,6 +65,7 @@ BANNED_ATTRIBUTES = frozenset({
     "getsource", "importorskip", "monkeypatch", "mro", "bltns", "builtins", "global_enum",
     "make_dataclass", "PytestPluginManager", "import_plugin", "get_plugin", "pluginmanager",
     "MonkeyPatch", "Pytester",
+    "SystemRandom",  # the OS's randomness: every other generator draws the run's seed
 })
 INTERNAL_PREFIXES = ("co_", "tb_", "gi_", "cr_", "ag_", "f_back", "f_globals", "f_locals",
                      "f_code", "f_builtins", "f_trace", "f_lasti", "f_lineno", "lineno")

@@ -12,10 +12,10 @@ Four objectives, each from runs in the sandbox (suite.py), never from the test f
 The test file is screened first (inside/testscreen.py): one that could tell program versions
 apart by anything but calling them scores 0 everywhere, with the reasons.
 
-The correct program is judged a second time, at a random place among the buggy program and
-the mutants. A file whose tests do not pass on it again (one fails, other tests are
-collected, loading differs) tells apart nothing: bug_revealed and mutation_score are 0 and
-`details.inconsistent` says why. That closes the class of files that know which run they
+The correct program is judged again (AGAIN times), at random places among the buggy
+program and the mutants. A file whose tests do not pass on it every time (one fails, other
+tests are collected, loading differs) tells apart nothing: bug_revealed and mutation_score
+are 0 and `details.inconsistent` says why. That closes the class of files that know which run they
 are in, by chance or through state that outlives a run (a worker's PID counter, a tmpfs's
 inode counter, the clock): the correct run is always a file's first, so such a file could
 otherwise fail every later run and be credited with every kill.
@@ -41,6 +41,11 @@ from .mutants import Mutant, Variant, mutants_of, variant_of
 from .suite import PRELOAD, SOURCES, SuiteRun, run_suite
 
 OBJECTIVES = ("tests_pass", "bug_revealed", "line_coverage", "mutation_score")
+# Judged runs of the correct program, hidden among the others (the module's docstring):
+# a file that fails a share p of its runs at random keeps its kills (that share) only
+# when all of the correct runs pass, (1 - p) ** (AGAIN + 1): on average at most a tenth
+# of the mutants with 2. (`random` itself draws the same numbers in every run: suite.py.)
+AGAIN = 2
 SHOWN = 20
 
 
@@ -115,7 +120,7 @@ class TestgenEvaluator:
 
         def run(source: str, **options: Any) -> SuiteRun:
             return run_suite(sandbox, candidate.code, (name, source), support,
-                             ceiling=self.suite_timeout, **options)
+                             ceiling=self.suite_timeout, seed=self.seed, **options)
 
         correct = run(meta["program"], coverage=True, budget=self.test_timeout,
                       timeout=self.suite_timeout)
@@ -131,9 +136,10 @@ class TestgenEvaluator:
         mutants, mutation = self._mutants(name, meta["program"])
         reached = {line for line, tests in lines.items() if set(tests) & set(green)}
         ran = [m for m in mutants if green and not judge.unseen(m, reached)]
-        again = Variant(meta["program"], frozenset(), in_function=False)  # any change counts
-        verdicts = judged(run, judge, [buggy, again, *ran], sandbox.workers)
-        revealed_by, differed, kills = verdicts[0], verdicts[1], verdicts[2:]
+        again = [Variant(meta["program"], frozenset(), in_function=False)] * AGAIN
+        verdicts = judged(run, judge, [buggy, *again, *ran], sandbox.workers)
+        revealed_by, kills = verdicts[0], verdicts[1 + AGAIN:]
+        differed = next((v for v in verdicts[1:1 + AGAIN] if v is not None), None)
         if differed is not None:  # the module's docstring: none of its verdicts is evidence
             revealed_by, kills = None, [None] * len(ran)
         if mutation["available"]:

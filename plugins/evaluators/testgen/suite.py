@@ -81,14 +81,15 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
               support: Sequence[tuple[str, str]] = (), *, coverage: bool = False,
               budgets: Sequence[float] = (), stop_on: Sequence[bool] = (),
               budget: float = 2.0, timeout: float = 30.0,
-              ceiling: float | None = None) -> SuiteRun:
+              ceiling: float | None = None, seed: int = 0) -> SuiteRun:
     """Run the test file `code` against `program` = (module name, source): every test in
     order, the i-th with CPU budget `budgets[i]` (else `budget`), stopping after the i-th
     if `stop_on[i]` and it did not pass; the run as a whole gets `timeout` CPU seconds.
-    `ceiling` (the sandbox's own limit is BACKSTOP beyond it; default `timeout`) must be
-    the same for every run of a file: the test file's process can see it."""
+    `ceiling` (the sandbox's own limit is BACKSTOP beyond it; default `timeout`) and
+    `seed` (of `random` in the tests' process) must be the same for every run of a file:
+    the test file's process can see them."""
     name, source = program
-    tests_config = {"program": name, "budget": budget, "limit": MAX_TESTS}
+    tests_config = {"program": name, "budget": budget, "limit": MAX_TESTS, "seed": seed}
     # Every run measures coverage and holds MAX_TESTS budgets: what the program's process
     # does and allocates (which the tests' process could time, or read in /proc) is then
     # the same in the correct run and the others, but for the program's own work.
