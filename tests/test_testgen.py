@@ -274,6 +274,8 @@ def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     "def test():\n    assert 'co' + 'de' != 'co_code'\n",
     # a seventh: the OS's randomness failed a random share of runs (random draws the seed)
     "import random\ndef test():\n    assert random.SystemRandom().random() < 0.5\n",
+    # an eighth: super(C, x) reached the C generator's own seed(), past the run's seed
+    "import random\ndef test():\n    r = random.Random()\n    super(random.Random, r).seed()\n",
     "def test():\n    assert '{0.real}'.format(1)\n",  # .format reads attributes by name
     "T = '{}'\ndef test():\n    assert T.format(1)\n",  # unless it is on a plain literal
 ])

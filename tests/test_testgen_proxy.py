@@ -531,9 +531,16 @@ COIN = '''import random
 import bitcount
 
 
+class Mine(random.Random):
+    def seed(self, a=None, version=2):
+        super().seed(a, version)
+
+
 def test_coin():
     bitcount.bitcount(0)
     draws = [random.random(), random.Random().random(), random.randrange(10 ** 9)]
+    random.seed()  # a later pass: the module's seed() reseeded from the OS
+    draws += [random.random(), Mine().random()]
     print("draws", draws)
     assert draws[0] >= 0.5
 '''

@@ -22,7 +22,8 @@ touches is written out in its text, and none leads to the interpreter's insides:
   `functools.update_wrapper`, `functools.singledispatch`, `typing.get_type_hints`,
   three-argument `type()`: each resolves names or code given as strings; dataclasses and
   enum are not importable for the same reason); annotations compute nothing; `type(x)`
-  only inside a comparison (it may be the metaclass itself); no class pattern with
+  only inside a comparison (it may be the metaclass itself); `super()` only without
+  arguments (`super(C, x)` reaches what a class overrides); no class pattern with
   positional sub-patterns (they read the attributes `__match_args__` names, which can be
   computed); no string that names an interpreter attribute (`co_code`, `tb_frame`);
 - of pytest only its assertion helpers; an `if __name__ == "__main__":` block is not run
@@ -181,6 +182,7 @@ class _Screen(ast.NodeVisitor):
         self.ambiguous = {n for n, m in modules.items() if len(m) > 1}
         self._module_ok: set[int] = set()  # module-valued nodes that are `.value` of `.NAME`
         self._type_ok: set[int] = set()  # `type` names called once inside a comparison
+        self._super_ok: set[int] = set()  # `super` names called without arguments
         self.reasons: list[str] = []
         self._seen: set[str] = set()
 
@@ -249,6 +251,10 @@ class _Screen(ast.NodeVisitor):
             # type(x) may be the metaclass itself (x a class): held or called again, it
             # builds classes from names computed at run time
             self.refuse(node, "uses type() other than as `type(x) is ...`")
+        if node.id == "super" and id(node) not in self._super_ok:
+            # super(Class, obj) reaches the methods a class overrides: the C generator's
+            # own seed(), which draws the OS's randomness past the run's seed
+            self.refuse(node, "uses super() other than as `super().NAME` in a method")
         self._bare_module(node, self._module_of(node))
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if node.id.startswith("__"):
@@ -276,6 +282,9 @@ class _Screen(ast.NodeVisitor):
         if isinstance(node.func, ast.Name) and node.func.id == "type" \
                 and (len(node.args) != 1 or node.keywords):
             self.refuse(node, "builds a class with type()")
+        if isinstance(node.func, ast.Name) and node.func.id == "super" \
+                and not node.args and not node.keywords:
+            self._super_ok.add(id(node.func))
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

@@ -55,6 +55,7 @@ def _same_chance(seed):
         seed_with(self, seed if a is None else a, version)
 
     random.Random.seed = seeded
+    random.seed = random._inst.seed  # the module's own was bound before the wrapper
     random.seed(seed)
 
 
