@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(done.exit_code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    if result == 130:  # typer's answer to ^C (KeyboardInterrupt), returned, not raised
+        _fail("interrupted", 130)
     raise SystemExit(result if isinstance(result, int) else 0)
 
 

@@ -24,6 +24,7 @@ class Invalid(ValueError):
 
 
 DAY = 86400  # a timeout beyond a day is a typo, and too large a number overflows the OS's
+MAX_SAMPLES = 100_000  # per problem: more is a typo (each is held in memory while planned)
 
 
 def _distinct(values: list[Any]) -> Any:
@@ -82,7 +83,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
                       or "must be auto, bwrap or none"),
     },
     "run": {
-        "samples": ("int", lambda v: v >= 1 or "must be >= 1"),
+        "samples": ("int", lambda v: 1 <= v <= MAX_SAMPLES
+                    or f"must be in [1, {MAX_SAMPLES}]"),
         "seed": ("int", lambda v: v >= 0 or "must be >= 0"),
         "out": ("str", None),
         "fail_fast": ("bool", None),

@@ -60,6 +60,8 @@ CASES = {
                                         "{no_py}"], "holds no .py files"),
     "bad --samples": (["run", "--plugin", "quixbugs", "--samples", "0"],
                       "--samples must be at least 1"),
+    "huge --samples": (["run", "--plugin", "quixbugs", "--samples", "99999999999"],
+                       "--samples must be in [1, 100000]"),
     "non-integer --samples": (["run", "--plugin", "quixbugs", "--samples", "many"],
                               "Invalid value for '--samples'"),
     "resume of a folder that is not a run": (["run", "--resume", "{not_a_run}"],

@@ -233,6 +233,63 @@ def test_bad_input_is_one_line_exit_2(tmp_path, module, tests, args, message):
     assert (root / "calc.py").read_text() == module
 
 
+@pytest.mark.parametrize("head,ok", [
+    (b"# -*- coding: latin-1 -*-\n# caf\xe9\n", True),  # Python's coding line, as cosmic-ray
+    (b"\xef\xbb\xbf", True),  # a UTF-8 byte-order mark
+    (b"# caf\xff\n", False),  # not UTF-8, and no coding line: once a 47-line traceback
+])
+def test_a_modules_encoding_is_pythons(tmp_path, head, ok):
+    root = project(tmp_path)
+    (root / "calc.py").write_bytes(head + MODULE.encode())
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--sample", "0.2", "--json")
+    if ok:
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["mutation_num"] > 0
+    else:
+        assert done.returncode == 2
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "not text in the encoding it declares" in lines[0], \
+            done.stderr
+
+
+def test_bad_input_is_refused_before_anything_is_written(tmp_path):
+    """A bad-input sweep: --resume with no session created an empty one; SKIP_MUTATION=true
+    let a missing module through."""
+    root = project(tmp_path)
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "none.sqlite", "--resume")
+    assert done.returncode == 2 and "no Coral mutation session" in done.stderr
+    assert not (root / "none.sqlite").exists()
+    done = coral(root, "mutation", "run", "--module", "nope.py", "--tests", "test_calc.py",
+                 env={"SKIP_MUTATION": "true"})
+    assert done.returncode == 2 and "nope.py" in done.stderr
+
+
+def test_an_interrupted_run_is_one_line(tmp_path):
+    """^C while workers ran: every worker thread printed a traceback (a closed pipe)."""
+    slow = TESTS.replace("def test_count():", "def test_count():\n    import time\n"
+                         "    time.sleep(0.5)")  # the workers are busy when ^C comes
+    root = project(tmp_path, MODULE, slow)
+    process = subprocess.Popen(
+        CORAL + ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--workers", "2"],
+        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with sqlite3.connect(root / "s.sqlite") as db:
+                if db.execute("SELECT count(*) FROM work_results").fetchone()[0]:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines() == ["coral: error: interrupted"], stderr
+
+
 def test_skip_mutation_reports_unavailable(tmp_path):
     root = project(tmp_path)
     done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",

@@ -404,13 +404,18 @@ def test_a_training_problem_on_the_test_split_is_refused(data_dir):
     assert "contamination" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_bad_evaluator_options_are_one_line(data_dir, tmp_path):
+@pytest.mark.parametrize("option", ["max_mutants = -1", "test_timeout = 1e12",
+                                    "suite_timeout = 1e308", "mutation_factor = 0"])
+def test_bad_evaluator_options_are_one_line(data_dir, tmp_path, option):
+    """1e12 seconds was accepted, then overflowed the OS's timers in every run: a bad
+    option silently scored every file 0 (a bad-input sweep)."""
     config = tmp_path / "c.toml"
-    config.write_text("[evaluators.options.testgen]\nmax_mutants = -1\n")
+    config.write_text(f"[evaluators.options.testgen]\n{option}\n")
     done = run_coral("run", "--plugin", "testgen", "--config", str(config), "--samples", "1",
                      "--out", str(tmp_path / "r"), env=coral_env(data_dir))
-    assert done.returncode == 2
-    assert "max_mutants" in done.stderr and not (tmp_path / "r").exists()
+    assert done.returncode == 2, done.stderr
+    assert option.split()[0] in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
 
 
 def test_max_mutants_samples_with_the_seed(scoring):

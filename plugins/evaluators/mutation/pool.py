@@ -47,9 +47,12 @@ class WorkerProcess:
             if remaining <= 0:
                 self.close()
                 raise WorkerDied("no reply from the mutation worker")
-            ready, _, _ = select.select([self._from_worker], [], [], remaining)
-            if ready:
-                chunk = os.read(self._from_worker, 1 << 20)
+            try:
+                ready, _, _ = select.select([self._from_worker], [], [], remaining)
+                chunk = os.read(self._from_worker, 1 << 20) if ready else None
+            except (OSError, ValueError) as error:  # closed under us: the run is ending
+                raise WorkerDied(str(error)) from None
+            if chunk is not None:
                 if not chunk:
                     raise WorkerDied(self.stderr_tail())
                 self._buffer += chunk

@@ -8,6 +8,7 @@ import queue
 import random
 import threading
 import time
+import tokenize
 from pathlib import Path
 
 from coral_core.errors import UserError
@@ -71,28 +72,35 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
     """Mutation-test `module` with `tests`; returns the summary (see docs/mutation.md).
     executor "ray": the workers are Ray actors (remote.py), on a local Ray or the cluster
     at `ray_address`."""
-    if skip_requested():
-        return unavailable("SKIP_MUTATION=true")
     if executor not in ("local", "ray"):
         raise UserError(f"--executor must be local or ray, not '{executor}'")
     if timeout_mode not in ("relative", "seed"):
         raise UserError(f"--timeout-mode must be relative or seed, not '{timeout_mode}'")
     if sample is not None and not 0 < sample <= 1:
         raise UserError(f"--sample must be a fraction in (0, 1], not {sample}")
-    try:
-        import cosmic_ray  # noqa: F401
-    except ImportError:
-        raise UserError("cosmic-ray is not installed: pip install 'coral-engine[mutation]'") \
-            from None
     project = (project or Path.cwd()).resolve()
     module_abs = _inside(module, project, "module")
     if module_abs.suffix != ".py" or not module_abs.is_file():
         raise UserError(f"module {module} is not a Python file")
     test_paths = [_inside(t, project, "tests") for t in tests]
+    if skip_requested():  # after the paths: a wrong one is still an error
+        return unavailable("SKIP_MUTATION=true")
+    try:
+        import cosmic_ray  # noqa: F401
+    except ImportError:
+        raise UserError("cosmic-ray is not installed: pip install 'coral-engine[mutation]'") \
+            from None
     rel_module = Path(os.path.relpath(module_abs, project))
     rel_tests = [os.path.relpath(t, project) for t in test_paths]
     session_path = Path(session_path or (project / f"{rel_module.stem}.mutation.sqlite"))
-    source = module_abs.read_text(encoding="utf-8")
+    if resume and not session_path.is_file():
+        raise UserError(f"{session_path} holds no Coral mutation session to resume")
+    try:
+        with tokenize.open(module_abs) as handle:  # its coding line and BOM, as cosmic-ray
+            source = handle.read()
+    except (SyntaxError, UnicodeDecodeError):
+        raise UserError(f"module {module} is not text in the encoding it declares (UTF-8 "
+                        "unless a coding line says otherwise)") from None
     try:
         compile(source, str(module_abs), "exec")
     except SyntaxError as error:
@@ -199,9 +207,10 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
     for plan in plans:
         jobs.put(plan)
     done: queue.Queue = queue.Queue()
+    stopping = threading.Event()  # the run is ending (an error, ^C): its workers close
 
     def serve(index: int) -> None:
-        while True:
+        while not stopping.is_set():
             try:
                 plan = jobs.get_nowait()
             except queue.Empty:
@@ -212,6 +221,8 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
             try:
                 reply = pool[index].ask(request)
             except WorkerDied:  # a mutant took its worker down: start another, retry once
+                if stopping.is_set():  # no: the run closed it
+                    return
                 try:
                     pool[index].close()
                     pool[index] = spawn(module, pytest_args, project)
@@ -224,18 +235,22 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
     threads = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(len(pool))]
     for thread in threads:
         thread.start()
-    for _ in range(len(plans)):
-        got = done.get()
-        if isinstance(got, BaseException):
-            raise UserError(f"a mutation worker died twice: {got}")
-        plan, reply = got
-        result, kills = _result(plan, reply)
-        mode = "reload" if any("fallback" in e for e in reply.get("events", [])) else plan.mode
-        session.record(plan.job_id, result, reply.get("seconds", 0.0), mode,
-                       len(plan.tests) if plan.tests is not None else -1,
-                       bool(reply.get("timeout")), kills)
-        if progress:
-            progress(plan, result)
+    try:
+        for _ in range(len(plans)):
+            got = done.get()
+            if isinstance(got, BaseException):
+                raise UserError(f"a mutation worker died twice: {got}")
+            plan, reply = got
+            result, kills = _result(plan, reply)
+            mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
+                else plan.mode
+            session.record(plan.job_id, result, reply.get("seconds", 0.0), mode,
+                           len(plan.tests) if plan.tests is not None else -1,
+                           bool(reply.get("timeout")), kills)
+            if progress:
+                progress(plan, result)
+    finally:
+        stopping.set()
     for thread in threads:
         thread.join()
 

@@ -30,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from coral_core.config_schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import analyzer_for
@@ -49,11 +50,11 @@ AGAIN = 2
 SHOWN = 20
 
 
-def _positive(value: Any, what: str) -> float:
+def _positive(value: Any, what: str, most: float = DAY) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise UserError(f"[evaluators.options.testgen] {what} must be a number > 0, "
-                        f"not {value!r}")
+            or not math.isfinite(value) or not 0 < value <= most:
+        raise UserError(f"[evaluators.options.testgen] {what} must be a number in "
+                        f"(0, {most:g}], not {value!r}")
     return float(value)
 
 
