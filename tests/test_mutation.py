@@ -231,6 +231,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, module, tests, args, message):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert (root / "calc.py").read_text() == module
+    assert not list(root.glob("*.sqlite*"))  # a session refused before any verdict is gone
 
 
 @pytest.mark.parametrize("head,ok", [

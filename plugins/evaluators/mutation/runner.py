@@ -127,6 +127,7 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
 def _session_run(session_path: Path, resume: bool, meta_now: dict, rel_module: Path,
                  rel_tests: list[str], source: str, workers: int, timeout_mode: str, sample,
                  seed: int, project: Path, progress, spawn) -> dict:
+    created = not session_path.exists()
     session = Session(session_path)
     try:
         if resume:
@@ -148,6 +149,12 @@ def _session_run(session_path: Path, resume: bool, meta_now: dict, rel_module: P
             session.set_meta(meta_now)
         return _execute(session, rel_module, rel_tests, source, workers, timeout_mode,
                         sample, seed, project, progress, spawn)
+    except UserError:
+        if created and not session.done():  # refused before a verdict: leave nothing
+            session.close()
+            for end in ("", "-wal", "-shm", "-journal"):
+                Path(f"{session_path}{end}").unlink(missing_ok=True)
+        raise
     finally:
         session.close()
 
