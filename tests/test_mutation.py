@@ -265,6 +265,13 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     done = coral(root, "mutation", "run", "--module", "nope.py", "--tests", "test_calc.py",
                  env={"SKIP_MUTATION": "true"})
     assert done.returncode == 2 and "nope.py" in done.stderr
+    with sqlite3.connect(root / "mine.sqlite") as db:  # a user's own database
+        db.execute("CREATE TABLE results (x)")
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "mine.sqlite")
+    assert done.returncode == 2 and "a database of something else" in done.stderr
+    with sqlite3.connect(root / "mine.sqlite") as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["results"]
 
 
 def test_an_interrupted_run_is_one_line(tmp_path):

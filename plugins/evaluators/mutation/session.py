@@ -14,6 +14,7 @@ redoes only the mutants without a result.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -35,6 +36,21 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _foreign_tables(path: Path) -> list[str]:
+    """The tables of an existing SQLite file that are neither cosmic-ray's nor Coral's: a
+    session must not be written into a user's own database."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            names = [row[0] for row in rows]
+    except sqlite3.DatabaseError:
+        return []  # not SQLite at all: WorkDB's own error says so
+    ours = {"work_items", "mutation_specs", "work_results"}
+    return sorted(n for n in names if n not in ours and not n.startswith(("coral_", "sqlite_")))
+
+
 class Session:
     """A cosmic-ray WorkDB opened through cosmic-ray's API, with Coral's tables beside it."""
 
@@ -42,6 +58,10 @@ class Session:
         from cosmic_ray.work_db import WorkDB
 
         self.path = path
+        foreign = _foreign_tables(path)
+        if foreign:
+            raise UserError(f"{path} is a database of something else (tables: "
+                            f"{', '.join(foreign[:3])}): give --session a new file")
         try:
             self.db = WorkDB(str(path), WorkDB.Mode.create)
         except Exception as error:  # noqa: B902 - sqlalchemy's errors: one line for the user
