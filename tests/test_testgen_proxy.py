@@ -261,7 +261,9 @@ def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on
     run = run_suite(sandbox, code, ("shapes", SHAPES), budget=0.3, timeout=10)
     assert [(t.name, t.status) for t in run.tests] == [
         ("test_spin", "timeout"), ("test_after", "pass")]
-    assert 0.3 <= run.tests[0].cpu < 1.0
+    # CPU clocks tick: the kernel's interval timer and /proc/PID/stat (10 ms ticks) may
+    # each come out a little short of the budget on a loaded machine (0.2955 was seen)
+    assert 0.3 - 0.03 <= run.tests[0].cpu < 1.0
     # Judged against that run (a variant's budgets), the tests' process is stopped at once
     # and the run ends: it cannot be told to go on without learning which run it is in.
     variant = run_suite(sandbox, code, ("shapes", SHAPES), budgets=[0.3, 0.2],
