@@ -199,9 +199,9 @@ def judged(run, judge: Judge, variants: list[Variant], workers: int) -> list[str
 
     The runs go in an order drawn from the OS's randomness, not from the seed, which the
     test file could compute: a run's place among them says nothing of the version it
-    tests. A file whose verdicts do not depend on the order (any file the correct program's
-    second run finds consistent) gets the same verdicts in every order, so its scores are
-    still the seed's."""
+    tests. A file whose verdicts do not depend on the order (any file the hidden runs of
+    the correct program find consistent) gets the same verdicts in every order, so its
+    scores are still the seed's."""
     order = list(range(len(variants)))
     random.SystemRandom().shuffle(order)
     verdicts: list[str | None] = [None] * len(variants)

@@ -384,15 +384,11 @@ def _describe(error, with_type=True):
     return " ".join(text.split())[:300]
 
 
-def _mute():
+def _mute(child):
     """Nothing this process prints reaches the run's output files, which the tests'
     process can read: a mutant's own SyntaxWarning (`x is 'literal'`) written there told
     the mutant apart (a seventh red-team pass)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    child._flush_output()  # what the fork inherited unwritten
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
@@ -403,7 +399,7 @@ def serve(send, record, private, load_module):
     """The program's process, from the moment its modules are loaded; never returns."""
     child = sys.modules["coral_inside.child"]  # the sandbox's own (sandbox/inside/child.py)
 
-    _mute()
+    _mute(child)
     host = Host(send, record, private.get("config", {}), child.SPLIT["fd"],
                 child.SPLIT["pid"])
     host.load(private, load_module)
