@@ -266,10 +266,13 @@ def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on
     assert 0.3 - 0.03 <= run.tests[0].cpu < 1.0
     # Judged against that run (a variant's budgets), the tests' process is stopped at once
     # and the run ends: it cannot be told to go on without learning which run it is in.
-    variant = run_suite(sandbox, code, ("shapes", SHAPES), budgets=[0.3, 0.2],
-                        stop_on=[False, True], budget=0.3, timeout=10)
-    assert [(t.name, t.status) for t in variant.tests] == [("test_spin", "timeout")]
-    assert variant.finished and not variant.error
+    # Also when the clocks read a few ms short of the budget as the timer runs out, which
+    # on a loaded machine was four runs in ten: hence several.
+    for _ in range(6):
+        variant = run_suite(sandbox, code, ("shapes", SHAPES), budgets=[0.3, 0.2],
+                            stop_on=[False, True], budget=0.3, timeout=10)
+        assert [(t.name, t.status) for t in variant.tests] == [("test_spin", "timeout")]
+        assert variant.finished and not variant.error
 
 
 def _bitcount(data_dir, which):
