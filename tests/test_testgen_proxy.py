@@ -12,6 +12,7 @@ import fractions
 import json
 import re
 import sys
+import time
 import types
 
 import pytest
@@ -273,6 +274,85 @@ def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on
                             stop_on=[False, True], budget=0.3, timeout=10)
         assert [(t.name, t.status) for t in variant.tests] == [("test_spin", "timeout")]
         assert variant.finished and not variant.error
+
+
+IDLE_TESTS = """import os, signal, time
+from shapes import same
+
+
+def test_first():
+    assert same(1) == 1
+
+
+def test_idle():
+    {body}
+
+
+def test_after():
+    assert same(1) == 1
+"""
+
+
+@pytest.mark.parametrize("body", ["time.sleep(1000)", "os.kill(os.getpid(), signal.SIGSTOP)",
+                                  "signal.pause()"])
+def test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would(sandbox, body):
+    """Asleep or stopped, a test reaches no CPU budget: it held its worker until the
+    sandbox's wall-clock limit (93 s here). The host counts the time the tests' process
+    spends idle, which load does not change (waiting for a CPU is not sleeping)."""
+    from coral_plugins.evaluators.testgen.suite import IDLE, run_suite
+
+    code = IDLE_TESTS.format(body=body)
+    started = time.monotonic()
+    correct = run_suite(sandbox, code, ("shapes", SHAPES), budget=0.3, timeout=10,
+                        ceiling=30)
+    assert f"idle (asleep or stopped) for over {IDLE:g} s" in correct.error, correct
+    assert not correct.finished
+    assert [(t.name, t.status) for t in correct.tests] == [("test_first", "pass")]
+    # judged against a correct run that passed it, the test times out and the run stops
+    variant = run_suite(sandbox, code, ("shapes", SHAPES), budgets=[0.3] * 3,
+                        stop_on=[True] * 3, budget=0.3, timeout=10, ceiling=30)
+    assert [(t.name, t.status) for t in variant.tests] == [
+        ("test_first", "pass"), ("test_idle", "timeout")]
+    assert variant.finished and not variant.error
+    assert time.monotonic() - started < 60  # both, where the wall-clock limit is 93 s each
+
+
+def test_a_short_sleep_is_not_idleness_enough(sandbox):
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    run = run_suite(sandbox, IDLE_TESTS.format(body="time.sleep(0.3)"), ("shapes", SHAPES),
+                    budget=0.3, timeout=10)
+    assert run.finished and not run.error
+    assert [t.status for t in run.tests] == ["pass"] * 3
+
+
+@pytest.mark.parametrize("body", [
+    "os.kill(os.getppid(), signal.SIGSTOP)", "os.kill(0, signal.SIGSTOP)",
+    "os.kill(-1, signal.SIGSTOP)", "os.killpg(os.getpgid(0), signal.SIGSTOP)",
+    "import ctypes; assert ctypes.CDLL(None).syscall(200, os.getppid(), 19) == 0",  # tkill
+    "import resource; resource.prlimit(os.getppid(), resource.RLIMIT_CPU, (0, 0))"])
+def test_the_tests_process_cannot_stop_or_limit_the_programs(sandbox, body):
+    """Stopped (SIGSTOP) the program's process would hold the worker until the wall-clock
+    limit; its limits lowered, it would die. The tests' process may signal only itself."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    code = IDLE_TESTS.format(body=body.replace("; ", "\n    "))
+    run = run_suite(sandbox, code, ("shapes", SHAPES), budget=0.3, timeout=10, ceiling=30)
+    assert run.finished and not run.error, run
+    assert [(t.name, t.status) for t in run.tests] == [
+        ("test_first", "pass"), ("test_idle", "fail"), ("test_after", "pass")]
+    assert "Error" in run.tests[1].detail, run.tests[1]
+
+
+def test_the_tests_process_may_still_signal_itself(sandbox):
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    body = ("got = []\n    signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+            "    os.kill(os.getpid(), signal.SIGUSR1)\n    signal.raise_signal(signal.SIGUSR1)"
+            "\n    assert got == [1, 1]")
+    run = run_suite(sandbox, IDLE_TESTS.format(body=body), ("shapes", SHAPES), budget=0.3,
+                    timeout=10)
+    assert [t.status for t in run.tests] == ["pass"] * 3, run
 
 
 def _bitcount(data_dir, which):

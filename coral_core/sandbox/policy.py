@@ -49,7 +49,8 @@ class SandboxPolicy:
     hidden: extra paths never visible inside (the data and run directories are not bound
     in the first place; these are hidden even if they lie under a bound path).
     syscall_filter: the seccomp filter of inside/seccomp.py (keyrings, IPC, user
-    namespaces); off only to test the layers behind it.
+    namespaces; in a hosted job, the candidate's process signals only itself); off only
+    to test the layers behind it.
     cgroup: a memory and pids cgroup per slot where one is writable (see cgroups.py).
     preload: modules the worker imports before its first job, so that every child has them
     for the price of a fork (the test-generation harness preloads pytest and coverage);

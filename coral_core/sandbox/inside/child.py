@@ -14,7 +14,7 @@ import signal
 import sys
 import types
 
-from . import keyrings
+from . import keyrings, seccomp
 from .encoding import Unrepresentable, encode
 from .privileges import drop_fully, prefer_as_oom_victim
 from .processes import IS_INIT
@@ -71,6 +71,8 @@ def _split(body_fd, public, result_fd):
     if pid == 0:  # the candidate's process
         for fd in (body_fd, result_fd, host_reads, host_writes):
             os.close(fd)
+        if FILTERED:  # it cannot stop the host's process or change its limits
+            seccomp.confine_alone()
         SPLIT.update(role="tests", fd=(tests_read, tests_write))
         return None, tests_write
     for fd in (tests_read, tests_write):

@@ -103,6 +103,48 @@ def build(machine=None, allow_memfd=True):
     return b"".join(program)
 
 
+# Syscalls that act on another process: those whose first argument names it (kill, tgkill,
+# rt_sigqueueinfo, rt_tgsigqueueinfo; prlimit64, where 0 is the caller) and those that
+# cannot be checked so (tkill takes a thread id; pidfd_send_signal a descriptor).
+_OTHERS = {
+    "x86_64": {"own": (62, 234, 129, 297), "limits": 302, "never": (200, 424)},
+    "aarch64": {"own": (129, 131, 138, 240), "limits": 261, "never": (130, 424)},
+}
+
+
+def build_alone(pid, machine=None):
+    """A filter (stacked on the worker's) under which the process `pid` can signal, or set
+    the limits of, only itself and its own threads: in a hosted job the candidate's process
+    could otherwise stop the host's (SIGSTOP) and hold its worker until the wall-clock
+    limit, or change the host's limits. None where there is no filter for the machine."""
+    machine = machine or os.uname().machine
+    if machine not in _OTHERS:
+        return None
+    arch, numbers = _ARCHES[machine][0], _OTHERS[machine]
+    eperm, allow = _deny(errno.EPERM), _stmt(_RET_K, _ALLOW)
+    program = [_stmt(_LD_W_ABS, _ARCH), _jump(_JEQ_K, arch, 1, 0), eperm, _stmt(_LD_W_ABS, _NR)]
+    for nr in numbers["never"]:
+        program += [_jump(_JEQ_K, nr, 0, 1), eperm]
+    for nr in numbers["own"]:
+        program += [_jump(_JEQ_K, nr, 0, 4), _stmt(_LD_W_ABS, _ARG0),
+                    _jump(_JEQ_K, pid, 1, 0), eperm, allow]
+    program += [_jump(_JEQ_K, numbers["limits"], 0, 5), _stmt(_LD_W_ABS, _ARG0),
+                _jump(_JEQ_K, 0, 2, 0), _jump(_JEQ_K, pid, 1, 0), eperm, allow]
+    program.append(allow)
+    return b"".join(program)
+
+
+def confine_alone():
+    """Install build_alone's filter for this process; True when it is in place."""
+    program = build_alone(os.getpid())
+    if program is None:
+        return False
+    try:
+        return Filter(program).install()
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
 class Filter:
     """A built program, ready to install in a forked child with one prctl call."""
 

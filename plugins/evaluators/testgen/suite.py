@@ -31,6 +31,9 @@ MAX_TESTS = 500
 # CPU seconds the sandbox's own limit lies beyond a run's: the program's process, whose
 # accounting names the test that ran out, ends an overlong run first, whatever the load.
 BACKSTOP = 1.0
+# Seconds a run's tests' process may spend asleep or stopped, in all (inside/host.py): no
+# CPU budget ends a test that sleeps, and the wall-clock limit is minutes.
+IDLE = 2.0
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
                    "budgets": [float(b) for b in budgets][:MAX_TESTS] + [budget] * padding,
                    "stop_on": [bool(s) for s in stop_on][:MAX_TESTS]
                    + [False] * (MAX_TESTS - min(len(stop_on), MAX_TESTS)),
-                   "timeout": timeout}
+                   "timeout": timeout, "idle": IDLE}
     start = (f"import {RUNNER} as _runner\n_runner.CONFIG.update({tests_config!r})\n"
              "_runner.start()\n")
     harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES

@@ -16,6 +16,13 @@ its own process's timer) and counts as timed out; in any other run the tests' pr
 killed at once and the run ends there (it cannot be told to go on without learning which
 run it is in). A test that does not pass, where the correct run passed it (`stop_on`),
 ends the run too, as cosmic-ray's `pytest -x` does.
+
+A test that uses no CPU (it sleeps, waits, or stops its own process) never reaches a CPU
+budget, so the tests' process is also given `idle` seconds of idleness per run: time it
+spends asleep or stopped, by its own doing, while this process waits for its next message.
+Load does not make a process idle (a process waiting for a CPU is runnable, not asleep),
+so this too is the same on a busy machine; past it, the run ends as a budget's end would
+(in the correct run, with an error: no honest test sleeps, and the screen refuses `time`).
 """
 
 import json
@@ -33,6 +40,7 @@ TICK = 0.05  # seconds between budget checks while the tests run: the same in ev
 # cadence that followed the budget left would show the budget in /proc/PPID/status)
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 AGAIN = 0.01  # CPU seconds between expiry signals, until one lands in the program's code
+IDLE_STATES = (b"S", b"T", b"t")  # asleep (not on disk: D), stopped, stopped by a tracer
 
 
 class _Expired(BaseException):
@@ -77,7 +85,8 @@ class Host:
         self.program, self.names, self.iterators, self.callables = None, (), {}, {}
         self.modules = frozenset()  # the program's own modules (see _expire)
         self.rows, self.test, self.loaded = 0, None, False
-        self.expired, self.tests_cpu = False, 0.0
+        self.expired, self.tests_cpu, self.tests_state = False, 0.0, b"R"
+        self.idle, self.idle_limit = 0.0, float(config.get("idle", 2.0))
         self.own_start = self._own()
 
     # CPU time ---------------------------------------------------------------------------
@@ -90,6 +99,7 @@ class Host:
             with open("/proc/%d/stat" % self.pid, "rb") as handle:
                 fields = handle.read().rsplit(b")", 1)[1].split()
             self.tests_cpu = sum(int(v) for v in fields[11:15]) / TICKS
+            self.tests_state = fields[0]
         except (OSError, IndexError, ValueError):
             pass  # gone: its last reading stands
         return self.tests_cpu
@@ -280,11 +290,22 @@ class Host:
                 del self.buffer[:end + 1]
                 return line
             self.remaining()  # raises Over when a budget has run out
+            since, cpu = time.monotonic(), self.tests_cpu
             if select.select([self.read], [], [], TICK)[0]:
                 chunk = os.read(self.read, 1 << 20)
                 if not chunk:
                     return None
                 self.buffer += chunk
+            else:
+                self._idled(since, cpu)
+
+    def _idled(self, since, cpu):
+        """Count a tick in which the tests' process sent nothing, used no CPU and is now
+        asleep or stopped (see the module's docstring); Over("idle") past the limit."""
+        if self._tests() == cpu and self.tests_state in IDLE_STATES:
+            self.idle += time.monotonic() - since
+            if self.idle > self.idle_limit:
+                raise Over("idle")
 
     def serve(self):
         try:
@@ -314,9 +335,13 @@ class Host:
                 elif kind != "R":
                     return self.finish("the tests' process broke the protocol")
         except Over as over:
-            if over.what == "test" and self.test is not None:
+            if self.test is not None and (over.what == "test"
+                                          or over.what == "idle" and self.variant):
                 self.record([self.test[0], "timeout", round(self.used(), 6), ""])
                 return self.finish(None, stopped=True)
+            if over.what == "idle":
+                return self.finish("the tests' process was idle (asleep or stopped) for "
+                                   "over %g s" % self.idle_limit, loading=not self.loaded)
             return self.finish("the run ran out of CPU time (%.3g s)" % self.run_budget,
                                loading=not self.loaded)
         except (ValueError, TypeError, KeyError, UnicodeDecodeError):
