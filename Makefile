@@ -38,7 +38,9 @@ LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extr
 	tests/test_testgen_proxy.py::test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on \
 	tests/test_testgen_proxy.py::test_the_programs_process_wakes_as_often_in_every_run \
 	tests/test_testgen_proxy.py::test_budgets_run_out_in_the_programs_code_not_in_coverages \
-	tests/test_testgen_proxy.py::test_a_file_that_knows_which_run_it_is_in_earns_nothing
+	tests/test_testgen_proxy.py::test_a_file_that_knows_which_run_it_is_in_earns_nothing \
+	tests/test_testgen_proxy.py::test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would \
+	tests/test_testgen_proxy.py::test_a_short_sleep_is_not_idleness_enough
 
 test-loaded: install
 	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_TESTS)

@@ -174,6 +174,76 @@ def test_verdicts_equal_cosmic_ray_exec(tmp_path):
     assert f"complete: {len(expected)} (100.00%)" in report
 
 
+SPIN_MODULE = "def work(seconds):\n    return seconds\n"
+SPIN_TESTS = """import time
+from calc import work
+
+
+def test_spin():
+    end = time.process_time() + work(0.01)
+    while time.process_time() < end:
+        pass
+
+
+def test_sleep():
+    time.sleep(work(0.01))
+"""
+
+
+def test_a_mutants_timeout_is_cpu_time_which_load_does_not_stretch(tmp_path):
+    """A relative timeout was wall-clock time: a mutant within 10x its tests' baseline
+    was killed as a timeout where a busy machine stretched it past that. It is CPU time
+    now (with a long wall-clock limit for a mutant that waits), checked beside CPU hogs."""
+    from coral_plugins.evaluators.mutation.pool import start_worker
+
+    root = project(tmp_path, SPIN_MODULE, SPIN_TESTS)
+    worker = start_worker(root / "calc.py", ["test_calc.py"], root)
+
+    def mutant(factor: int, test: str, cpu_limit: float) -> dict:
+        return worker.ask({"op": "mutant", "id": test, "mode": "swap",
+                           "source": f"def work(seconds):\n    return seconds * {factor}\n",
+                           "functions": ["work"], "tests": [f"test_calc.py::{test}"],
+                           "timeout": 60.0, "cpu_limit": cpu_limit})
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"])
+            for _ in range(2 * (os.cpu_count() or 1))]
+    try:
+        within = mutant(100, "test_spin", 2.0)  # 1 s of CPU: about 3 s of wall time here
+        over = mutant(400, "test_spin", 2.0)  # 4 s of CPU: stopped at 2
+        asleep = mutant(250, "test_sleep", 2.0)  # 2.5 s asleep, no CPU
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        worker.close()
+    assert within["exit"] == 0 and not within["timeout"], within
+    assert 1.0 <= within["cpu"] < 2.0
+    assert over["timeout"] and 2.0 <= over["cpu"] < 3.0, over
+    assert asleep["exit"] == 0 and not asleep["timeout"] and asleep["seconds"] >= 2.5, asleep
+
+
+def test_relative_limits_come_from_each_tests_cpu_time():
+    from coral_plugins.evaluators.mutation.plan import (MIN_TIMEOUT, RELATIVE_FACTOR,
+                                                        WALL_FLOOR, make_plans)
+    from cosmic_ray.work_item import MutationSpec, WorkItem
+
+    source = "def f(x):\n    return x + 1\n"
+    items = [WorkItem(job_id="j", mutations=(MutationSpec(
+        module_path=Path("calc.py"), operator_name="core/ReplaceBinaryOperator_Add_Sub",
+        occurrence=0, start_pos=(2, 11), end_pos=(2, 16)),))]
+    baseline = {"t::a": {"seconds": 0.9, "cpu": 0.3, "lines": {2}},
+                "t::b": {"seconds": 5.0, "cpu": 0.0, "lines": {2}}}  # b sleeps
+    [plan] = make_plans(items, source, set(), baseline, "relative", 6.0)
+    assert plan.mode == "swap" and plan.tests == ["t::a", "t::b"]
+    assert plan.cpu_limit == pytest.approx(RELATIVE_FACTOR * 0.3)
+    assert plan.timeout >= max(WALL_FLOOR, RELATIVE_FACTOR * 5.9)
+    [seed] = make_plans(items, source, set(), baseline, "seed", 6.0)
+    assert seed.cpu_limit == 0 and seed.timeout == 10.0
+    baseline["t::a"]["cpu"] = 0.01
+    [floor] = make_plans(items, source, set(), baseline, "relative", 6.0)
+    assert floor.cpu_limit == MIN_TIMEOUT
+
+
 def test_resume_after_kill_redoes_nothing_finished(tmp_path):
     root = project(tmp_path)
     args = CORAL + ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",

@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 MIN_TIMEOUT = 2.0       # seconds: the floor of a relative timeout
 RELATIVE_FACTOR = 10.0  # a mutant may run this many times the baseline of its tests
 RELOAD_SECONDS = 1.0    # allowance for a fresh pytest session (reload mode)
+# A relative timeout is CPU time, which load does not stretch; the wall-clock limit beside
+# it only ends a mutant that waits without computing, and is this many times longer, at
+# least WALL_FLOOR: a mutant within its CPU time finishes before it on a busy machine.
+WALL_SLACK = 10.0
+WALL_FLOOR = 30.0
 
 
 @dataclass
@@ -26,7 +31,8 @@ class Plan:
     mode: str = "reload"               # swap | reload | uncovered
     functions: list[str] = field(default_factory=list)
     tests: list[str] | None = None     # None: every test
-    timeout: float = 0.0
+    timeout: float = 0.0               # wall-clock seconds
+    cpu_limit: float = 0.0             # CPU seconds (relative mode; 0: none)
     diff: str = ""
 
 
@@ -97,7 +103,11 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         if mode == "seed":
             plan.timeout = max(10.0, 1.5 * suite_seconds)
         else:
-            spent = sum(baseline[test]["seconds"] for test in selected)
             extra = RELOAD_SECONDS if plan.mode == "reload" else 0.0
-            plan.timeout = max(MIN_TIMEOUT, RELATIVE_FACTOR * spent + extra)
+            cpu = sum(baseline[test].get("cpu", baseline[test]["seconds"])
+                      for test in selected)
+            wall = sum(baseline[test]["seconds"] for test in selected)
+            plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
+            plan.timeout = max(WALL_FLOOR, WALL_SLACK * max(
+                plan.cpu_limit, RELATIVE_FACTOR * wall + extra))
     return plans

@@ -185,14 +185,14 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
             raise UserError("the tests fail on the unmutated code (every mutant would count as "
                             f"killed): {shown or 'exit status ' + str(baseline_reply.get('exit'))}")
         session.set_baseline(events)
-        baseline = {e["test"]: {"seconds": e["seconds"], "lines": set(e["lines"])}
-                    for e in events}
+        baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e.get("cpu", e["seconds"]),
+                                "lines": set(e["lines"])} for e in events}
         suite_seconds = first.startup_seconds + baseline_reply["seconds"]
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
                            timeout_mode, suite_seconds)
         runnable = [p for p in plans if p.error is None and p.source is not None
                     and p.compiles and p.mode != "uncovered"]
-        runnable.sort(key=lambda p: -p.timeout)  # long ones first: better packing
+        runnable.sort(key=lambda p: -(p.cpu_limit or p.timeout))  # long first: better packing
         for plan in plans:
             if plan not in runnable:
                 result, kills = _result(plan, None)
@@ -224,7 +224,8 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 return
             request = {"op": "mutant", "id": plan.job_id, "mode": plan.mode,
                        "source": plan.source, "functions": plan.functions,
-                       "tests": plan.tests, "timeout": plan.timeout}
+                       "tests": plan.tests, "timeout": plan.timeout,
+                       "cpu_limit": plan.cpu_limit}
             try:
                 reply = pool[index].ask(request)
             except WorkerDied:  # a mutant took its worker down: start another, retry once

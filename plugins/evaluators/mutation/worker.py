@@ -16,7 +16,10 @@ forking one child per request, so each child starts from the same pristine, unmu
 
 A child's verdict follows `cosmic-ray exec`: exit status 0 survived, anything else killed; the
 worker kills a child (its whole process group) at the request's deadline: killed (timeout).
-The user's file is never written.
+The deadline is the child's CPU time (`cpu_limit`, its own and its reaped children's, as
+the baseline measures each test), which a busy machine does not stretch, with a wall-clock
+limit (`timeout`) for a child that waits without computing; without `cpu_limit` (the
+seed's rule), wall-clock time alone. The user's file is never written.
 """
 
 from __future__ import annotations
@@ -30,6 +33,27 @@ import threading
 import time
 
 TRACE_ONLY = "__coral_mutation_target__"
+TICK = 0.05  # seconds between readings of a child's CPU time
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and its reaped children (what wait4 reports of it)."""
+    import resource
+
+    own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                     resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _cpu_of(pid: int) -> float:
+    """A running child's CPU seconds so far (with its reaped children), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return sum(int(v) for v in fields[11:15]) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 class _Lines:
@@ -214,13 +238,15 @@ class Worker:
                 os._exit(code)
         os.close(write)
         deadline = start + float(request.get("timeout") or 1e9)
+        cpu_limit = float(request.get("cpu_limit") or 0.0)
         events, buffer, timed_out, status = [], b"", False, None
         while True:
             remaining = deadline - time.perf_counter()
-            if remaining <= 0:
+            if remaining <= 0 or cpu_limit and _cpu_of(pid) >= cpu_limit:
                 timed_out = True
                 break
-            ready, _, _ = select.select([read], [], [], min(remaining, 1.0))
+            wait = min(remaining, TICK if cpu_limit else 1.0)
+            ready, _, _ = select.select([read], [], [], wait)
             if ready:
                 chunk = os.read(read, 65536)
                 if not chunk:
@@ -235,8 +261,11 @@ class Worker:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         os.close(read)
+        cpu = usage.ru_utime + usage.ru_stime
+        if cpu_limit and cpu >= cpu_limit:
+            timed_out = True  # over it as it ended, between two readings: the same verdict
         for line in buffer.split(b"\n"):
             if line.strip():
                 try:
@@ -245,7 +274,7 @@ class Worker:
                     pass
         exit_code = os.waitstatus_to_exitcode(status)
         return {"id": request.get("id"), "exit": exit_code, "timeout": timed_out,
-                "events": events, "seconds": time.perf_counter() - start}
+                "events": events, "seconds": time.perf_counter() - start, "cpu": cpu}
 
     def child(self, request: dict, fd: int) -> int:
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -269,7 +298,7 @@ class Worker:
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
             tracer = _Lines(self.module_path) if trace else None
-            begin = time.perf_counter()
+            begin, begin_cpu = time.perf_counter(), _cpu_now()
             if tracer:
                 tracer.start()
             try:
@@ -280,7 +309,7 @@ class Worker:
             bad = any(report.failed for report in reports)
             failed = failed or bad
             event = {"test": item.nodeid, "failed": bad,
-                     "seconds": time.perf_counter() - begin}
+                     "seconds": time.perf_counter() - begin, "cpu": _cpu_now() - begin_cpu}
             if tracer:
                 event["lines"] = sorted(tracer.lines)
             _send(fd, event)
