@@ -136,7 +136,10 @@ def build_alone(pid, machine=None):
 
 def confine_alone():
     """Install build_alone's filter for this process; True when it is in place."""
-    program = build_alone(os.getpid())
+    return _install(build_alone(os.getpid()))
+
+
+def _install(program):
     if program is None:
         return False
     try:
@@ -170,10 +173,4 @@ def install(allow_memfd=True):
     """Install the filter for this machine in this process (the worker, once: every child
     inherits it, where installing it per child would cost half a millisecond each); True when
     it is in place, False where seccomp filters are not available (the worker reports it)."""
-    program = build(allow_memfd=allow_memfd)
-    if program is None:
-        return False
-    try:
-        return Filter(program).install()
-    except (ImportError, OSError, AttributeError):
-        return False
+    return _install(build(allow_memfd=allow_memfd))
