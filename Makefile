@@ -40,7 +40,7 @@ LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extr
 	tests/test_testgen_proxy.py::test_budgets_run_out_in_the_programs_code_not_in_coverages \
 	tests/test_testgen_proxy.py::test_a_file_that_knows_which_run_it_is_in_earns_nothing \
 	tests/test_testgen_proxy.py::test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would \
-	tests/test_testgen_proxy.py::test_a_short_sleep_is_not_idleness_enough
+	tests/test_testgen_proxy.py::test_short_sleeps_and_waiting_for_the_program_are_not_idleness
 
 # Scoring all 40 reference copies takes two minutes loaded; the file's other tests check the
 # same cost beside the hogs, and the plain pass scores all 40.

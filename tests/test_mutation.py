@@ -226,7 +226,7 @@ def test_a_mutants_timeout_is_cpu_time_which_load_does_not_stretch(tmp_path):
 
 def test_relative_limits_come_from_each_tests_cpu_time():
     from coral_plugins.evaluators.mutation.plan import (MIN_TIMEOUT, RELATIVE_FACTOR,
-                                                        WALL_FLOOR, make_plans)
+                                                        WALL_FLOOR, WALL_SLACK, make_plans)
     from cosmic_ray.work_item import MutationSpec, WorkItem
 
     source = "def f(x):\n    return x + 1\n"
@@ -238,7 +238,7 @@ def test_relative_limits_come_from_each_tests_cpu_time():
     [plan] = make_plans(items, source, set(), baseline, "relative", 6.0)
     assert plan.mode == "swap" and plan.tests == ["t::a", "t::b"]
     assert plan.cpu_limit == pytest.approx(RELATIVE_FACTOR * 0.3)
-    assert plan.timeout >= max(WALL_FLOOR, RELATIVE_FACTOR * 5.9)
+    assert plan.timeout == max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit + RELATIVE_FACTOR * 5.9)
     [seed] = make_plans(items, source, set(), baseline, "seed", 6.0)
     assert seed.cpu_limit == 0 and seed.timeout == 10.0
     baseline["t::a"]["cpu"] = 0.01

@@ -103,20 +103,34 @@ def build(machine=None, allow_memfd=True):
     return b"".join(program)
 
 
-# Syscalls that act on another process: those whose first argument names it (kill, tgkill,
-# rt_sigqueueinfo, rt_tgsigqueueinfo; prlimit64, where 0 is the caller) and those that
-# cannot be checked so (tkill takes a thread id; pidfd_send_signal a descriptor).
+# Syscalls that act on another process. "own": the first argument names it, which must be
+# the caller (kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo); "self": it may also be 0
+# (prlimit64, sched_setparam, sched_setscheduler, sched_setaffinity, sched_setattr);
+# "never": it cannot be checked so (tkill takes a thread id, pidfd_send_signal a
+# descriptor); "fcntl"/"ioctl": the requests that make a descriptor signal an owner
+# (F_SETOWN, F_SETSIG, F_SETOWN_EX; FIOSETOWN, SIOCSPGRP); "priority": setpriority.
 _OTHERS = {
-    "x86_64": {"own": (62, 234, 129, 297), "limits": 302, "never": (200, 424)},
-    "aarch64": {"own": (129, 131, 138, 240), "limits": 261, "never": (130, 424)},
+    "x86_64": {"own": (62, 234, 129, 297), "self": (302, 142, 144, 203, 314),
+               "never": (200, 424), "fcntl": 72, "ioctl": 16, "priority": 141},
+    "aarch64": {"own": (129, 131, 138, 240), "self": (261, 118, 119, 122, 274),
+                "never": (130, 424), "fcntl": 25, "ioctl": 29, "priority": 140},
 }
+_OWNER_FCNTL, _OWNER_IOCTL = (8, 10, 15), (0x8901, 0x8902)
+
+
+def _refused_values(nr, offset, values, eperm, allow):
+    """`nr` with the argument at `offset` equal to one of `values`: refused."""
+    n = len(values)
+    return ([_jump(_JEQ_K, nr, 0, n + 3), _stmt(_LD_W_ABS, offset)]
+            + [_jump(_JEQ_K, v, n - i, 0) for i, v in enumerate(values)] + [allow, eperm])
 
 
 def build_alone(pid, machine=None):
-    """A filter (stacked on the worker's) under which the process `pid` can signal, or set
-    the limits of, only itself and its own threads: in a hosted job the candidate's process
-    could otherwise stop the host's (SIGSTOP) and hold its worker until the wall-clock
-    limit, or change the host's limits. None where there is no filter for the machine."""
+    """A filter (stacked on the worker's) under which the process `pid` can signal, set
+    the limits or the scheduling of, only itself (and its children only it): in a hosted
+    job the candidate's process could otherwise stop the host's (SIGSTOP, directly or
+    through a descriptor's owner) and hold its worker until the wall-clock limit, or change
+    the host's limits. None where there is no filter for the machine."""
     machine = machine or os.uname().machine
     if machine not in _OTHERS:
         return None
@@ -128,7 +142,14 @@ def build_alone(pid, machine=None):
     for nr in numbers["own"]:
         program += [_jump(_JEQ_K, nr, 0, 4), _stmt(_LD_W_ABS, _ARG0),
                     _jump(_JEQ_K, pid, 1, 0), eperm, allow]
-    program += [_jump(_JEQ_K, numbers["limits"], 0, 5), _stmt(_LD_W_ABS, _ARG0),
+    for nr in numbers["self"]:
+        program += [_jump(_JEQ_K, nr, 0, 5), _stmt(_LD_W_ABS, _ARG0),
+                    _jump(_JEQ_K, 0, 2, 0), _jump(_JEQ_K, pid, 1, 0), eperm, allow]
+    program += _refused_values(numbers["fcntl"], _ARG0 + 8, _OWNER_FCNTL, eperm, allow)
+    program += _refused_values(numbers["ioctl"], _ARG0 + 8, _OWNER_IOCTL, eperm, allow)
+    # setpriority(which, who, prio): only PRIO_PROCESS (0) of itself (0 or its pid)
+    program += [_jump(_JEQ_K, numbers["priority"], 0, 7), _stmt(_LD_W_ABS, _ARG0),
+                _jump(_JEQ_K, 0, 0, 3), _stmt(_LD_W_ABS, _ARG0 + 8),
                 _jump(_JEQ_K, 0, 2, 0), _jump(_JEQ_K, pid, 1, 0), eperm, allow]
     program.append(allow)
     return b"".join(program)

@@ -13,8 +13,9 @@ MIN_TIMEOUT = 2.0       # seconds: the floor of a relative timeout
 RELATIVE_FACTOR = 10.0  # a mutant may run this many times the baseline of its tests
 RELOAD_SECONDS = 1.0    # allowance for a fresh pytest session (reload mode)
 # A relative timeout is CPU time, which load does not stretch; the wall-clock limit beside
-# it only ends a mutant that waits without computing, and is this many times longer, at
-# least WALL_FLOOR: a mutant within its CPU time finishes before it on a busy machine.
+# it only ends a mutant that waits without computing: WALL_SLACK times the CPU limit (a
+# mutant within it finishes on a machine ten times slower) plus the relative timeout in
+# wall-clock time (what its tests spend asleep), at least WALL_FLOOR.
 WALL_SLACK = 10.0
 WALL_FLOOR = 30.0
 
@@ -108,6 +109,6 @@ def make_plans(items: list, source: str, collect_lines: set[int],
                       for test in selected)
             wall = sum(baseline[test]["seconds"] for test in selected)
             plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
-            plan.timeout = max(WALL_FLOOR, WALL_SLACK * max(
-                plan.cpu_limit, RELATIVE_FACTOR * wall + extra))
+            plan.timeout = max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit
+                               + RELATIVE_FACTOR * wall + extra)
     return plans

@@ -18,11 +18,13 @@ run it is in). A test that does not pass, where the correct run passed it (`stop
 ends the run too, as cosmic-ray's `pytest -x` does.
 
 A test that uses no CPU (it sleeps, waits, or stops its own process) never reaches a CPU
-budget, so the tests' process is also given `idle` seconds of idleness per run: time it
-spends asleep or stopped, by its own doing, while this process waits for its next message.
-Load does not make a process idle (a process waiting for a CPU is runnable, not asleep),
-so this too is the same on a busy machine; past it, the run ends as a budget's end would
-(in the correct run, with an error: no honest test sleeps, and the screen refuses `time`).
+budget, so the tests' process is also given `idle` seconds of idleness per run: the time
+it is neither running nor waiting for a CPU, less the time this process is (the tests'
+process waits for the program's answers then). The kernel's scheduler statistics give
+both, and load moves time only between running and waiting for a CPU, so this is the same
+on a busy machine, and never more than the tests' own sleeping; past it, the run ends as
+a budget's end would (in the correct run, with an error: no honest test sleeps, and the
+screen refuses `time`).
 """
 
 import json
@@ -40,7 +42,6 @@ TICK = 0.05  # seconds between budget checks while the tests run: the same in ev
 # cadence that followed the budget left would show the budget in /proc/PPID/status)
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 AGAIN = 0.01  # CPU seconds between expiry signals, until one lands in the program's code
-IDLE_STATES = (b"S", b"T", b"t")  # asleep (not on disk: D), stopped, stopped by a tracer
 
 
 class _Expired(BaseException):
@@ -85,8 +86,9 @@ class Host:
         self.program, self.names, self.iterators, self.callables = None, (), {}, {}
         self.modules = frozenset()  # the program's own modules (see _expire)
         self.rows, self.test, self.loaded = 0, None, False
-        self.expired, self.tests_cpu, self.tests_state = False, 0.0, b"R"
+        self.expired, self.tests_cpu = False, 0.0
         self.idle, self.idle_limit = 0.0, float(config.get("idle", 2.0))
+        self.idle_mark = None  # (wall, the two processes' busy nanoseconds) at the last count
         self.own_start = self._own()
 
     # CPU time ---------------------------------------------------------------------------
@@ -99,7 +101,6 @@ class Host:
             with open("/proc/%d/stat" % self.pid, "rb") as handle:
                 fields = handle.read().rsplit(b")", 1)[1].split()
             self.tests_cpu = sum(int(v) for v in fields[11:15]) / TICKS
-            self.tests_state = fields[0]
         except (OSError, IndexError, ValueError):
             pass  # gone: its last reading stands
         return self.tests_cpu
@@ -290,22 +291,30 @@ class Host:
                 del self.buffer[:end + 1]
                 return line
             self.remaining()  # raises Over when a budget has run out
-            since, cpu = time.monotonic(), self.tests_cpu
+            self._count_idle()
             if select.select([self.read], [], [], TICK)[0]:
                 chunk = os.read(self.read, 1 << 20)
                 if not chunk:
                     return None
                 self.buffer += chunk
-            else:
-                self._idled(since, cpu)
 
-    def _idled(self, since, cpu):
-        """Count a tick in which the tests' process sent nothing, used no CPU and is now
-        asleep or stopped (see the module's docstring); Over("idle") past the limit."""
-        if self._tests() == cpu and self.tests_state in IDLE_STATES:
-            self.idle += time.monotonic() - since
-            if self.idle > self.idle_limit:
-                raise Over("idle")
+    def _count_idle(self):
+        """At most once a TICK: the wall time since the last count less the time either
+        process ran or waited for a CPU (see the module's docstring); Over("idle") past
+        the limit."""
+        now = time.monotonic()
+        if self.idle_mark is not None and now - self.idle_mark[0] < TICK:
+            return
+        busy = _busy_ns(self.pid)
+        if busy is None:
+            return
+        busy += _busy_ns("self") or 0
+        if self.idle_mark is not None:
+            then, was = self.idle_mark
+            self.idle += max(0.0, (now - then) - (busy - was) / 1e9)
+        self.idle_mark = (now, busy)
+        if self.idle > self.idle_limit:
+            raise Over("idle")
 
     def serve(self):
         try:
@@ -407,6 +416,16 @@ class Host:
                 contexts = data.contexts_by_lineno(path)
                 lines = {str(line): sorted(names) for line, names in contexts.items()}
         return lines
+
+
+def _busy_ns(pid):
+    """Nanoseconds the process (its main thread) has run and waited for a CPU."""
+    try:
+        with open("/proc/%s/schedstat" % pid, "rb") as handle:
+            running, waiting = handle.read().split()[:2]
+        return int(running) + int(waiting)
+    except (OSError, ValueError):
+        return None
 
 
 def _describe(error, with_type=True):
