@@ -105,8 +105,7 @@ def make_plans(items: list, source: str, collect_lines: set[int],
             plan.timeout = max(10.0, 1.5 * suite_seconds)
         else:
             extra = RELOAD_SECONDS if plan.mode == "reload" else 0.0
-            cpu = sum(baseline[test].get("cpu", baseline[test]["seconds"])
-                      for test in selected)
+            cpu = sum(baseline[test]["cpu"] for test in selected)
             wall = sum(baseline[test]["seconds"] for test in selected)
             plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
             plan.timeout = max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit

@@ -185,7 +185,7 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
             raise UserError("the tests fail on the unmutated code (every mutant would count as "
                             f"killed): {shown or 'exit status ' + str(baseline_reply.get('exit'))}")
         session.set_baseline(events)
-        baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e.get("cpu", e["seconds"]),
+        baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e["cpu"],
                                 "lines": set(e["lines"])} for e in events}
         suite_seconds = first.startup_seconds + baseline_reply["seconds"]
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,

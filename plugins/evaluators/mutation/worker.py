@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -39,8 +40,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def _cpu_now() -> float:
     """CPU seconds of this process and its reaped children (what wait4 reports of it)."""
-    import resource
-
     own, children = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
                                                      resource.RUSAGE_CHILDREN))
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
