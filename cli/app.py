@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover
 from coral_core import __version__
 from coral_core.errors import UserError
 from coral_core.runner import Interrupted
+from coral_core.tables import printable
 
 from . import datasets_cmd, evaluate, export_cmd, fim_cmd, mutation_cmd, plugins_cmd, report, run
 from .command import CONTEXT, CoralCommand, CoralGroup
@@ -41,11 +42,12 @@ _state = {"verbose": False}
 
 
 class _Formatter(logging.Formatter):
-    """'coral: warning: ...' (a traceback, with -v, follows on its own lines)."""
+    """'coral: warning: ...' (a traceback, with -v, follows on its own lines); control
+    characters from what a user, a model or a plugin wrote are shown as escapes."""
 
     def format(self, record: logging.LogRecord) -> str:
         record.levelname_lower = record.levelname.lower()
-        return super().format(record)
+        return printable(super().format(record))
 
 
 def _version(value: bool) -> None:
@@ -68,7 +70,7 @@ def root(
 
 
 def _fail(message: str, code: int = 2) -> None:
-    sys.stderr.write(f"coral: error: {' '.join(message.split())}\n")
+    sys.stderr.write(f"coral: error: {' '.join(printable(message).split())}\n")
     sys.stderr.flush()
     raise SystemExit(code)
 

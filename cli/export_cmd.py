@@ -3,9 +3,10 @@ objectives), as JSONL or CSV."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -31,12 +32,26 @@ def export(
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
     rows = sample_rows(run_dir, trial)
     if output is None:
-        write(rows, sys.stdout, fmt)
+        _checked(lambda: write(rows, sys.stdout, fmt), run_dir)
         sys.stdout.flush()
         return
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     try:
-        with open(output, "w", encoding="utf-8", newline="") as handle:
-            count = write(rows, handle, fmt)
+        with open(partial, "x", encoding="utf-8", newline="") as handle:
+            count = _checked(lambda: write(rows, handle, fmt), run_dir)
+        os.replace(partial, output)  # a reader never sees half an export
     except OSError as error:
         raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+    finally:
+        partial.unlink(missing_ok=True)
     sys.stderr.write(f"coral: wrote {count} samples to {output}\n")
+
+
+def _checked(writing: Callable[[], int], run_dir: Path) -> int:
+    """The store's rows are checked as they are read; what a row holds inside its JSON (a
+    prompt's messages) is checked here, as it is written out."""
+    try:
+        return writing()
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as error:
+        raise UserError(f"{run_dir}: a stored record has an unexpected shape "
+                        f"({type(error).__name__}: {error}); the store is damaged") from None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from coral_core.errors import UserError
 from coral_core.reporting import load_report
 from coral_core.result_tables import partial_note
 
@@ -21,6 +22,11 @@ def report(
     if json_output:
         print_json(summary)
         return
-    show_results(summary)
+    try:
+        show_results(summary)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as error:
+        # check_summary covers what every table reads; a plugin's table may read more
+        raise UserError(f"{run_dir}: the summary has an unexpected shape "
+                        f"({type(error).__name__}: {error})") from None
     if summary.get("partial"):
         note(partial_note(summary), style="yellow")

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Sequence
 
 from .factories import Scoring
 from .errors import UserError
+from .failures import PLUGIN_FAULTS
+from .fileio import CANDIDATE_BYTES, read_text
 from .protocols import Dataset
 from .types import Candidate, Task
 
@@ -25,14 +27,7 @@ class CandidateFile:
 
 
 def read_candidate(path: Path) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise UserError(f"cannot read candidate {path}: {error.strerror or error}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UserError(f"candidate {path} is not UTF-8 text (byte {error.start})") from None
+    return read_text(path, limit=CANDIDATE_BYTES, what="candidate")
 
 
 def files_in(directory: Path) -> list[CandidateFile]:
@@ -73,7 +68,7 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
                      else None)
     except UserError:
         raise
-    except Exception as error:  # one plugin's failure on one file must not lose the batch
+    except PLUGIN_FAULTS as error:  # one plugin's failure on one file must not lose the batch
         log.warning("scoring %s failed: %s", path or task.id, error, exc_info=True)
         return {"problem": task.id, "passed": False,
                 "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},

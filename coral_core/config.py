@@ -23,17 +23,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 import tomli_w
 
+from . import decoding, fileio
 from .config_schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check, check_override,
                             kind_of, parse_path)
 from .errors import UserError
@@ -133,16 +128,8 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
 
 def read_file(path: str | Path) -> Layer:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
-        raise UserError(f"cannot read config {path}: {reason}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{path}: invalid TOML: {error}") from None
-    return validate(data, str(path), text)
+    text = fileio.read_text(path, limit=fileio.CONFIG_BYTES, what="config")
+    return validate(_toml(text, str(path)), str(path), text)
 
 
 class _Entries(dict):
@@ -287,8 +274,8 @@ def dump(config: Mapping[str, Any]) -> str:
 
 def loads_resolved(text: str, origin: str) -> dict[str, Any]:
     """Read back a resolved config.toml written by `dump` (resume)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise UserError(f"{origin}: invalid TOML: {error}") from None
-    return merge(validate(data, origin, text))
+    return merge(validate(_toml(text, origin), origin, text))
+
+
+def _toml(text: str, origin: str) -> dict[str, Any]:
+    return decoding.toml_document(text, f"{origin}: invalid TOML")

@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .atomic import publish_dir
 from .errors import UserError
+from .fileio import open_plain
 
 CHUNK = 1 << 20
 MiB = 1 << 20
@@ -444,16 +445,16 @@ def _install(archive: Path, into: Path, folders: Sequence[str], limits: FetchLim
 @contextlib.contextmanager
 def _fetch_lock(parent: Path, name: str) -> Iterator[None]:
     """One fetch of `name` at a time; holding the lock means its scratch folders are stale."""
-    with open(parent / f".{name}.lock", "w") as handle:
+    descriptor = open_plain(parent / f".{name}.lock", "fetch lock")
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise UserError(f"another 'coral datasets fetch {name}' is running "
                             f"(lock {parent / f'.{name}.lock'})") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def _remove_stale(parent: Path, name: str) -> None:
@@ -475,9 +476,12 @@ def fetch_pinned(
     """
     folders = sorted(folders)
     target = fetched_dir(name)
-    if target.is_dir() and not force:
-        return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir() and not force:
+        with contextlib.suppress(UserError):  # a fetch running now cleans up itself
+            with _fetch_lock(target.parent, name):
+                _remove_stale(target.parent, name)  # what a killed fetch left behind
+        return target
     with _fetch_lock(target.parent, name):
         _remove_stale(target.parent, name)
         with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=target.parent) as scratch:

@@ -13,8 +13,9 @@ import logging
 from typing import Any
 
 from . import plugins
+from .decoding import json_value
 from .errors import UserError
-from .store import RunStore
+from .store import RunStore, RunStoreError
 
 log = logging.getLogger(__name__)
 KEPT = 20  # distinct failure messages kept in the store
@@ -24,9 +25,7 @@ class Lifecycle:
     def __init__(self, store: RunStore, fail_fast: bool):
         self.store = store
         self.fail_fast = fail_fast
-        saved = json.loads(store.meta("hook_errors") or "null") or {"count": 0, "errors": []}
-        self.count: int = saved["count"]
-        self.errors: list[str] = saved["errors"]
+        self.count, self.errors = _saved(store)
         self._warned: set[tuple[str, str]] = set()
 
     def notify(self, hook_name: str, **kwargs: Any) -> None:
@@ -47,5 +46,18 @@ class Lifecycle:
 
 def hook_errors(store: RunStore) -> int:
     """How many lifecycle hook calls raised in this run so far."""
-    saved = json.loads(store.meta("hook_errors") or "null")
-    return int(saved["count"]) if saved else 0
+    return _saved(store)[0]
+
+
+def _saved(store: RunStore) -> tuple[int, list[str]]:
+    """(count, distinct messages) kept in the store's meta table, checked."""
+    where = f"{store.path}: hook_errors"
+    saved = json_value(store.meta("hook_errors") or "null", where)
+    if saved is None:
+        return 0, []
+    count, errors = (saved.get("count"), saved.get("errors")) if isinstance(saved, dict) \
+        else (None, None)
+    if (not isinstance(count, int) or isinstance(count, bool) or not isinstance(errors, list)
+            or not all(isinstance(e, str) for e in errors)):
+        raise RunStoreError(f"{where} has the wrong shape; the store is damaged")
+    return count, errors

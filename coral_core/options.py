@@ -10,16 +10,11 @@ boolean, `{a = 1}` a table) and otherwise kept as strings.
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 import typing
 from typing import Any, Callable, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
+from .decoding import DecodeError, toml_document
 from .errors import UserError
 from .suggest import did_you_mean
 
@@ -111,8 +106,8 @@ def _kinds(annotation: Any) -> list[Any]:
 def _literal(text: str) -> Any:
     """A TOML literal ('4', 'true', '[1, 2]', '{a = 1}'), else the text itself."""
     try:
-        return tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
+        return toml_document(f"value = {text}", "option")["value"]
+    except DecodeError:
         return text
 
 

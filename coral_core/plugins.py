@@ -35,7 +35,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import UserError
-from .failures import describe
+from .failures import PLUGIN_FAULTS, describe
 from .suggest import did_you_mean, unknown
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str
             )
         try:
             plugin = entry_point.load()
-        except Exception as error:  # a broken third-party package must not break Coral
+        except PLUGIN_FAULTS as error:  # a broken third-party package must not break Coral
             failures[name] = _failed(name, "failed to load", error)
             sources[name] = _source(entry_point)
             continue
@@ -271,7 +271,7 @@ def _collect(manager: pluggy.PluginManager, kind: str,
                 raise
             failures[plugin_name] = _failed(plugin_name, f"failed in {hook_name}", error)
             found = before
-        except Exception as error:  # a third-party hook's bug, named in one line
+        except PLUGIN_FAULTS as error:  # a third-party hook's bug, named in one line
             if failures is None:
                 raise UserError(f"plugin '{plugin_name}' failed in {hook_name}: "
                                 f"{describe(error)}") from error
@@ -322,7 +322,7 @@ def notify(hook_name: str, **kwargs: Any) -> list[HookFailure]:
     for impl in getattr(current.manager.hook, hook_name).get_hookimpls():
         try:
             current.caller(hook_name, impl.plugin_name)(**kwargs)
-        except Exception as error:  # a plugin's bug must not end a run
+        except PLUGIN_FAULTS as error:  # a plugin's bug must not end a run
             log.debug("traceback of %s in plugin '%s':", hook_name, impl.plugin_name,
                       exc_info=error)
             failures.append(HookFailure(impl.plugin_name, hook_name, describe(error)))

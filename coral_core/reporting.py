@@ -4,13 +4,14 @@ is alive). Nothing in the folder is created or changed."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .decoding import json_value
 from .errors import UserError
+from .fileio import SUMMARY_BYTES, read_text
 from .lifecycle import hook_errors
 from .metrics import summarize
 from .rundir import SUMMARY_FILE, RunInfo, holder, is_run_dir, read_config
@@ -27,10 +28,9 @@ def load_report(run_dir: Path) -> dict[str, Any]:
         status = store.meta("status") or "unknown"
         summary_path = run_dir / SUMMARY_FILE
         if status == "finished" and summary_path.exists():
-            try:
-                summary = json.loads(summary_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as error:
-                raise UserError(f"cannot read {summary_path}: {error}") from None
+            text = read_text(summary_path, limit=SUMMARY_BYTES, what="summary",
+                             within=run_dir)
+            summary = check_summary(json_value(text, str(summary_path)), summary_path)
             return {**summary, "status": status}
         config = read_config(run_dir)
         seed = config["run"]["seed"]
@@ -61,4 +61,51 @@ def timeless(summary: Any) -> Any:
                 if k != "run_dir" and "seconds" not in k}
     if isinstance(summary, list):
         return [timeless(v) for v in summary]
+    return summary
+
+
+_TEXT, _COUNT, _NUMBER = (str,), (int,), (int, float)
+_MAYBE_TEXT = (str, type(None))
+# What the tables read of a summary, by key: a summary.json edited by hand or by another
+# program fails here in one line, not as a TypeError inside a table.
+_SUMMARY = {"dataset": _TEXT, "split": _TEXT, "model": _TEXT, "samples": _COUNT,
+            "seed": _COUNT, "problems": (list,), "pass_at_k": (dict,), "objectives": (dict,),
+            "fixed": _COUNT, "fitness": _NUMBER, "errors": _COUNT, "intervals": (dict, type(None)),
+            "trials": (list,), "best": (dict, type(None)), "hook_errors": _COUNT,
+            "run_dir": _MAYBE_TEXT}
+_PROBLEM = {"problem": _TEXT, "n": _COUNT, "c": _COUNT, "pass_at_k": (dict,),
+            "objectives": (dict,), "fitness": _NUMBER, "errors": _COUNT}
+_TRIAL = {"trial": _COUNT, "overrides": (dict,), "objectives": (dict, type(None)),
+          "pass_at_k": (dict, type(None)), "fitness": (int, float, type(None)),
+          "status": _TEXT}
+
+
+def _shaped(value: Any, shape: dict[str, tuple[type, ...]], where: str) -> None:
+    if not isinstance(value, dict):
+        raise UserError(f"{where} is a {type(value).__name__}, not an object")
+    for key, kinds in shape.items():
+        if key in value and (not isinstance(value[key], kinds)
+                             or (isinstance(value[key], bool) and bool not in kinds)):
+            raise UserError(f"{where}: '{key}' is a {type(value[key]).__name__}, not "
+                            f"{' or '.join(k.__name__ for k in kinds)}")
+    for key in ("pass_at_k", "objectives"):
+        numbers = value.get(key)
+        if isinstance(numbers, dict) and not all(
+                isinstance(v, _NUMBER) and not isinstance(v, bool) for v in numbers.values()):
+            raise UserError(f"{where}: '{key}' holds values that are not numbers")
+
+
+def check_summary(summary: Any, path: Path) -> dict[str, Any]:
+    """`summary` if it has the shape of a summary.json Coral writes, else a UserError."""
+    where = f"{path}"
+    _shaped(summary, _SUMMARY, where)
+    for key in ("dataset", "split", "model", "samples", "seed", "problems"):
+        if key not in summary:
+            raise UserError(f"{where}: no '{key}'; not a summary Coral wrote")
+    for index, problem in enumerate(summary["problems"]):
+        _shaped(problem, _PROBLEM, f"{where}: problems[{index}]")
+        if "problem" not in problem:
+            raise UserError(f"{where}: problems[{index}] has no 'problem'")
+    for index, trial in enumerate(summary.get("trials", ())):
+        _shaped(trial, _TRIAL, f"{where}: trials[{index}]")
     return summary

@@ -21,7 +21,9 @@ from typing import Any, Mapping
 
 from . import __version__, config as configuration
 from .atomic import write_text_atomic
+from .decoding import json_value
 from .errors import UserError
+from .fileio import CONFIG_BYTES, open_plain, read_text
 from .store import RunStore
 
 CONFIG_FILE = "config.toml"
@@ -50,10 +52,7 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> "RunLock":
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise _os_error("lock", self.path.parent, error) from None
+        fd = open_plain(self.path, "lock file")  # never a link: nothing outside is touched
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -76,8 +75,8 @@ class RunLock:
 
 def _read_pid(path: Path) -> int | None:
     try:
-        text = path.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
+        text = read_text(path, limit=64, what="lock file", within=path.parent).strip()
+    except UserError:
         return None
     return int(text) if text.isdigit() else None
 
@@ -87,7 +86,7 @@ def holder(run_dir: Path) -> int | None:
     and creates nothing)."""
     path = Path(run_dir) / LOCK_FILE
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -156,11 +155,7 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
 
 def read_config(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / CONFIG_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read {path}: {getattr(error, 'strerror', None) or error}"
-                        ) from None
+    text = read_text(path, limit=CONFIG_BYTES, what="run configuration", within=run_dir)
     return configuration.loads_resolved(text, str(path))
 
 
@@ -204,7 +199,9 @@ def _relocated(run_dir: Path, config: dict[str, Any], relocate: Mapping[tuple[st
     for (section, key), value in relocate.items():
         config[section][key] = value
     write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
-    log = json.loads(store.meta("relocations") or "[]")
+    log = json_value(store.meta("relocations") or "[]", f"{store.path}: relocations")
+    if not isinstance(log, list):
+        raise UserError(f"{store.path}: relocations has the wrong shape; the store is damaged")
     log.append({"time": time.time(), **{f"{s}.{k}": v for (s, k), v in relocate.items()}})
     store.set_meta("relocations", json.dumps(log))
     return config

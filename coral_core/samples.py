@@ -11,7 +11,6 @@ their intervals), so results from any other harness can be rescored and compared
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any, Mapping, Sequence
 from . import __version__
 from .blueprints import ScoringBlueprint
 from .candidate_files import find_task
+from .decoding import jsonl_file
 from .errors import UserError
 from .execution import code_digest
 from .factories import build_executor
@@ -39,20 +39,8 @@ class Sample:
 
 def read_samples(path: Path) -> list[Sample]:
     """Every sample in the file; a malformed line is an error naming the file and line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"cannot read samples {path}: "
-                        f"{getattr(error, 'strerror', None) or error}") from None
     samples = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            item = json.loads(line)
-        except ValueError as error:
-            raise UserError(f"{where}: not JSON ({error})") from None
+    for number, where, item in jsonl_file(path, "samples"):
         if not isinstance(item, dict):
             raise UserError(f"{where}: expected an object with task_id and solution or "
                             "completion")
@@ -85,7 +73,7 @@ def score_samples(config: Mapping[str, Any], dataset: Dataset, samples: Sequence
             try:
                 tasks[name] = find_task(dataset, name)
             except UserError as error:
-                raise UserError(f"{source} line {sample.line}: {error}") from None
+                raise UserError(f"{source}:{sample.line}: {error}") from None
     executor = build_executor(config["execution"])
     blueprint = ScoringBlueprint.of(config)
     try:

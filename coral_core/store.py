@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import decoding, fileio
 from .errors import UserError
 
 SCHEMA_VERSION = "2"
@@ -110,6 +111,31 @@ class TrialRecord:
     error: str | None
 
 
+_NUMBER = (int, float)
+_OPTIONAL_INT = (int, type(None))
+
+
+def _checked(rows: list[tuple[Any, ...]], kinds: tuple[Any, ...], table: str,
+             path: Path) -> list[tuple[Any, ...]]:
+    """Rows as their columns' types say (SQLite stores whatever a writer gave it: a store
+    edited by hand must fail in one line, not deep inside a report)."""
+    for row in rows:
+        for value, kind in zip(row, kinds):
+            if not isinstance(value, kind) or (isinstance(value, bool)):
+                raise RunStoreError(f"{path}: a row of '{table}' holds a value of the wrong "
+                                    f"type ({type(value).__name__}); the store is damaged")
+    return rows
+
+
+def _json_column(text: Any, kind: type, table: str, path: Path) -> Any:
+    value = decoding.json_value(text, f"{path}: a row of '{table}'")
+    if not isinstance(value, kind):
+        raise RunStoreError(f"{path}: a row of '{table}' holds JSON of the wrong shape "
+                            f"({type(value).__name__}, expected {kind.__name__}); the store "
+                            "is damaged")
+    return value
+
+
 def _finite_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str, allow_nan=False)
 
@@ -134,6 +160,8 @@ class RunStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self.read_only = read_only
+        for suffix in ("", "-wal", "-shm", "-journal"):  # SQLite opens each in place
+            fileio.check_plain(f"{self.path}{suffix}", "run store file")
         try:
             if read_only:
                 self._db = _open_read_only(self.path)
@@ -220,10 +248,13 @@ class RunStore:
                      trial))
 
     def trials(self) -> list[TrialRecord]:
-        rows = self._rows("SELECT trial, batch, overrides, config_digest, status, result, "
-                          "error FROM trials ORDER BY trial")
-        return [TrialRecord(r[0], r[1], json.loads(r[2]), r[3], r[4],
-                            json.loads(r[5]) if r[5] else None, r[6]) for r in rows]
+        rows = _checked(self._rows("SELECT trial, batch, overrides, config_digest, status, "
+                                   "result, error FROM trials ORDER BY trial"),
+                        (int, int, str, str, str, (str, type(None)), (str, type(None))),
+                        "trials", self.path)
+        return [TrialRecord(r[0], r[1], _json_column(r[2], dict, "trials", self.path), r[3],
+                            r[4], _json_column(r[5], dict, "trials", self.path) if r[5]
+                            else None, r[6]) for r in rows]
 
     # -- tasks
     def add_tasks(self, records: list[TaskRecord]) -> None:
@@ -233,8 +264,10 @@ class RunStore:
                          int(r.has_success), r.prompt_digest))
 
     def tasks(self, trial: int) -> list[TaskRecord]:
-        rows = self._rows("SELECT trial, task_id, split, seen_in_training, has_success, "
-                          "prompt_digest FROM tasks WHERE trial = ? ORDER BY rowid", (trial,))
+        rows = _checked(self._rows("SELECT trial, task_id, split, seen_in_training, "
+                                   "has_success, prompt_digest FROM tasks WHERE trial = ? "
+                                   "ORDER BY rowid", (trial,)),
+                        (int, str, str, int, int, str), "tasks", self.path)
         return [TaskRecord(r[0], r[1], r[2], bool(r[3]), bool(r[4]), r[5]) for r in rows]
 
     # -- prompts (by digest: what `coral export` shows beside each sample)
@@ -249,7 +282,8 @@ class RunStore:
             rows = self._rows("SELECT prompt_digest, prompt FROM prompts")
         except RunStoreError:  # a store made before prompts were kept
             return {}
-        return {digest: json.loads(text) for digest, text in rows}
+        rows = _checked(rows, (str, str), "prompts", self.path)
+        return {digest: _json_column(text, dict, "prompts", self.path) for digest, text in rows}
 
     # -- generations
     def add_generation(self, record: GenerationRecord) -> None:
@@ -262,13 +296,15 @@ class RunStore:
         )
 
     def generations(self, trial: int) -> dict[tuple[str, int], GenerationRecord]:
-        rows = self._rows(
+        rows = _checked(self._rows(
             "SELECT trial, task_id, sample, request_digest, prompt_digest, params, text, "
             "prompt_tokens, completion_tokens, seconds, finish_reason FROM generations "
             "WHERE trial = ?", (trial,),
-        )
+        ), (int, str, int, str, str, str, str, _OPTIONAL_INT, _OPTIONAL_INT, _NUMBER, str),
+            "generations", self.path)
         return {
-            (r[1], r[2]): GenerationRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]),
+            (r[1], r[2]): GenerationRecord(r[0], r[1], r[2], r[3], r[4],
+                                           _json_column(r[5], dict, "generations", self.path),
                                            *r[6:])
             for r in rows
         }
@@ -285,16 +321,26 @@ class RunStore:
         )
 
     def evaluations(self, trial: int) -> dict[tuple[str, int], ScoreRecord]:
-        rows = self._rows(
+        rows = _checked(self._rows(
             "SELECT trial, task_id, sample, code_sha, passed, objectives, fitness, details, "
             "seconds FROM evaluations WHERE trial = ?", (trial,),
-        )
+        ), (int, str, int, str, _OPTIONAL_INT, str, _NUMBER, str, _NUMBER), "evaluations",
+            self.path)
         return {
             (r[1], r[2]): ScoreRecord(r[0], r[1], r[2], r[3],
-                                      None if r[4] is None else bool(r[4]), json.loads(r[5]),
-                                      r[6], json.loads(r[7]), r[8])
+                                      None if r[4] is None else bool(r[4]),
+                                      _objectives(r[5], self.path), r[6],
+                                      _json_column(r[7], dict, "evaluations", self.path), r[8])
             for r in rows
         }
+
+
+def _objectives(text: str, path: Path) -> dict[str, float]:
+    value = _json_column(text, dict, "evaluations", path)
+    if not all(isinstance(v, _NUMBER) and not isinstance(v, bool) for v in value.values()):
+        raise RunStoreError(f"{path}: a row of 'evaluations' holds objectives that are not "
+                            "numbers; the store is damaged")
+    return value
 
 
 def _open_read_only(path: Path) -> sqlite3.Connection:

@@ -184,6 +184,34 @@ def test_a_killed_fetch_leaves_scratch_that_the_next_fetch_removes(server, tree,
     assert sorted(p.name for p in datasets.iterdir()) == [".quixbugs.lock", "quixbugs"]
 
 
+def test_scratch_left_beside_an_installed_copy_is_removed_by_the_next_fetch(server, tree,
+                                                                            tmp_path) -> None:
+    result, cache = fetch(server, _with(tree), tmp_path)
+    assert result.returncode == 0, result.stderr
+    datasets = cache / "datasets"
+    (datasets / ".quixbugs-killed").mkdir()  # a fetch --force killed at its deadline
+    (datasets / ".quixbugs-killed" / "archive").write_bytes(b"partial")
+    again, _ = fetch(server, _with(tree), tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in datasets.iterdir()) == [".quixbugs.lock", "quixbugs"]
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_planted_lock_never_truncates_what_it_points_to(server, tree, tmp_path,
+                                                          link: str) -> None:
+    datasets = tmp_path / "cache" / "datasets"
+    datasets.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    if link == "symbolic":
+        (datasets / ".quixbugs.lock").symlink_to(victim)
+    else:
+        os.link(victim, datasets / ".quixbugs.lock")
+    result, _ = fetch(server, _with(tree), tmp_path)
+    assert result.returncode == 2 and len(result.error_lines) == 1, result.stderr
+    assert victim.read_text() == "keep me\n"
+
+
 def test_a_second_fetch_at_the_same_time_is_refused(server, tree, tmp_path) -> None:
     datasets = tmp_path / "cache" / "datasets"
     datasets.mkdir(parents=True)

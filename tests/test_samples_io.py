@@ -95,11 +95,11 @@ def test_samples_from_elsewhere_are_rescored_into_a_runs_summary(run, data_dir, 
 
 
 @pytest.mark.parametrize("lines, message", [
-    (['{"task_id": "gcd", "solution": "x"}', "{oops"], "line 2: not JSON"),
-    (['[1, 2]'], "line 1: expected an object"),
-    (['{"solution": "x"}'], "line 1: 'task_id' must be a non-empty string"),
-    (['{"task_id": "gcd"}'], "line 1: needs 'solution'"),
-    (['{"task_id": "gdc", "solution": "x"}'], "line 1: unknown QuixBugs problem 'gdc' "
+    (['{"task_id": "gcd", "solution": "x"}', "{oops"], ":2: malformed JSON"),
+    (['[1, 2]'], ":1: expected an object"),
+    (['{"solution": "x"}'], ":1: 'task_id' must be a non-empty string"),
+    (['{"task_id": "gcd"}'], ":1: needs 'solution'"),
+    (['{"task_id": "gdc", "solution": "x"}'], ":1: unknown QuixBugs problem 'gdc' "
                                               "(did you mean 'gcd'?)"),
 ])
 def test_malformed_samples_are_one_line_naming_the_line(run, tmp_path, lines, message):

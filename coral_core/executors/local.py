@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
+from ..failures import PLUGIN_FAULTS
 from ..blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from ..factories import Scoring, build_dataset, build_model, build_scoring
 from ..hookspecs import hookimpl
@@ -135,7 +136,7 @@ def _score(scoring: Scoring, dataset: Dataset, task: Task, text: str,
         scored = scoring.scorer.score(Candidate(task, code))
     except UserError:  # the configuration, not this candidate: the trial stops
         raise
-    except Exception as error:  # a plugin's bug on one candidate must not end the run
+    except PLUGIN_FAULTS as error:  # a plugin's bug on one candidate must not end the run
         log.debug("scoring '%s' raised", task.id, exc_info=error)
         return failed_candidate(task, error, code, scoring.scorer.objective_names,
                                 time.perf_counter() - started)

@@ -21,7 +21,7 @@ from coral_core.program_tests import ExecutionSpec
 from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task, TrainingExample
 
-from .quixbugs_tests import UpstreamFormatError, load_cases
+from .quixbugs_tests import UpstreamFormatError, data_file, load_cases
 
 NAME = "quixbugs"
 COMMIT = "4257f44b0ff1181dedaedee6a447e133219fcebf"
@@ -117,11 +117,7 @@ class QuixBugs:
         return root
 
     def _read(self, folder: str, name: str) -> str:
-        path = self.root / folder / name
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise UserError(f"cannot read {path}: {error.strerror}") from None
+        return data_file(self.root, folder, name)
 
     def task(self, problem: str) -> Task:
         split = split_of(problem)

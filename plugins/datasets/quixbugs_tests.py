@@ -16,11 +16,12 @@ compared by identity.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from coral_core.decoding import json_value
+from coral_core.fileio import DATA_BYTES, read_text
 from coral_core.program_tests import Case, Expect, Step
 
 RECORD = "__coral_record__"
@@ -229,7 +230,8 @@ def call_cases(test_source: str, json_lines: list[str], problem: str) -> tuple[C
     function = _test_function(tree)
     project, comparison, tolerance = _call_shape(function, problem)
     slow_inputs = _slow_inputs(function)
-    rows = _reshape(tree, [json.loads(line) for line in json_lines if line.strip()])
+    rows = _reshape(tree, [json_value(line, f"{problem}.json") for line in json_lines
+                           if line.strip()])
     cases = []
     for number, (args, expected) in enumerate(rows):
         if not isinstance(args, list):
@@ -245,12 +247,17 @@ def call_cases(test_source: str, json_lines: list[str], problem: str) -> tuple[C
     return tuple(cases)
 
 
+def data_file(root: Path, folder: str, name: str) -> str:
+    """A file of the data set: regular, capped, and inside `root` (a link out is refused)."""
+    return read_text(root / folder / name, limit=DATA_BYTES, what="QuixBugs file", within=root)
+
+
 def load_cases(root: Path, problem: str) -> tuple[str, tuple[Case, ...]]:
     """(setup code, cases) for one problem from an upstream-layout folder."""
-    test_source = (root / "python_testcases" / f"test_{problem}.py").read_text(encoding="utf-8")
+    test_source = data_file(root, "python_testcases", f"test_{problem}.py")
     json_path = root / "json_testcases" / f"{problem}.json"
     if json_path.exists():
-        lines = json_path.read_text(encoding="utf-8").splitlines()
+        lines = data_file(root, "json_testcases", f"{problem}.json").split("\n")
         return "", call_cases(test_source, lines, problem)
     return script_cases(test_source, problem)
 
@@ -259,16 +266,16 @@ def standalone_test_file(root: Path, problem: str) -> str:
     """QuixBugs' own pytest file for `problem`, as a model's would be: it imports the
     program as `problem`, its JSON cases written in, slow cases off. For checks and
     benchmarks of test-file scoring; never shown to a model."""
-    text = (root / "python_testcases" / f"test_{problem}.py").read_text(encoding="utf-8")
+    text = data_file(root, "python_testcases", f"test_{problem}.py")
     text = re.sub(r"if pytest\.use_correct:\n\s+from correct_python_programs\.(\w+) import "
                   r"(\w+)\nelse:\n\s+from python_programs\.\w+ import \w+\n",
                   r"from \1 import \2\n", text)
     text = text.replace("from load_testdata import load_json_testcases\n", "")
 
     def cases(found: re.Match) -> str:
-        path = root / "json_testcases" / f"{found.group(1)}.json"
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return "testdata = " + repr([json.loads(line) for line in lines if line.strip()])
+        name = f"{found.group(1)}.json"
+        lines = data_file(root, "json_testcases", name).split("\n")
+        return "testdata = " + repr([json_value(line, name) for line in lines if line.strip()])
 
     text = re.sub(r"testdata = load_json_testcases\((\w+)\.__name__\)", cases, text)
     return text.replace("pytest.run_slow", "False")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from coral_core.data import cache_root
+from coral_core.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
 from coral_core.hookspecs import hookimpl
 from coral_core.suggest import did_you_mean
@@ -26,7 +27,6 @@ from coral_core.types import Prompt, Success, Task
 
 from . import build
 from .extract import EXTRACTORS
-from .jsonl import json_lines
 from .templates import parse_any
 
 NAME = "fim"

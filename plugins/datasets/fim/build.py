@@ -15,11 +15,13 @@ import json
 import os
 import random
 import re
+import stat
 import sysconfig
 from pathlib import Path
-from typing import Iterator
 
+from coral_core.atomic import write_text_atomic
 from coral_core.errors import UserError
+from coral_core.fileio import read_text
 
 KINDS = ("line", "multiline", "span")
 EXTENSIONS = {"python": (".py",), "java": (".java",)}
@@ -39,10 +41,12 @@ def source_files(root: Path, language: str) -> list[Path]:
             if name.endswith(EXTENSIONS[language]):
                 path = Path(folder) / name
                 try:
-                    if path.stat().st_size <= MAX_FILE_BYTES:
-                        found.append(path)
+                    info = path.stat()
                 except OSError:
                     continue
+                # a FIFO or a link to a device would block or never end
+                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES:
+                    found.append(path)
     return found
 
 
@@ -226,8 +230,8 @@ def build_tasks(src: str | os.PathLike[str], kind: str = "line", n: int = 100, s
 def _one(path: Path, root: Path, kind: str, rng: random.Random, language: str,
          used: set) -> dict | None:
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        source = read_text(path, limit=MAX_FILE_BYTES, what="source", within=root)
+    except UserError:  # replaced since the walk, a link out of the tree, not UTF-8
         return None
     lines = source.splitlines(keepends=True)
     sites = (_python_sites(source, kind) if language == "python" else _java_sites(lines, kind))
@@ -250,18 +254,9 @@ def _one(path: Path, root: Path, kind: str, rng: random.Random, language: str,
 def write_jsonl(tasks: list[dict], out: str | os.PathLike[str]) -> None:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        for task in tasks:
-            handle.write(json.dumps(task, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
+    write_text_atomic(out, "".join(json.dumps(task, ensure_ascii=False) + "\n"
+                                   for task in tasks))
 
 
 def stdlib_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            yield number, line

@@ -7,11 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from coral_core.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 from coral_core.types import Task
-
-from .jsonl import json_lines
 
 
 def read_predictions(path: Path, tasks: Sequence[Task]) -> list[str]:

@@ -16,12 +16,14 @@ import fcntl
 import hashlib
 import json
 import logging
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from coral_core.data import cache_root
 from coral_core.errors import UserError
+from coral_core.fileio import open_plain
 from coral_core.types import AdapterGenes, TrainingExample
 
 from .loading import OFFLINE_HINT, ModelSource
@@ -132,9 +134,9 @@ def cached_adapter(cache_dir: Path, key: str) -> Path | None:
 def key_lock(cache_dir: Path, key: str) -> Iterator[None]:
     """Hold an exclusive lock on `key` (blocks while another process trains it)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f".{key}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    descriptor = open_plain(cache_dir / f".{key}.lock", "adapter cache lock")
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock

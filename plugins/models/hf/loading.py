@@ -16,7 +16,6 @@ read by torch's `weights_only` unpickler (transformers' default).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import pickle  # nosec B403 - only to recognise torch's refusal of a pickle, never to load
 import re
@@ -25,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from coral_core.decoding import DecodeError, json_value
 from coral_core.errors import UserError
+from coral_core.fileio import read_bytes
 
 if TYPE_CHECKING:
     import torch
@@ -268,14 +269,11 @@ def available_memory(device: str) -> int | None:
 
 def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     """A JSON object from `path`, read under `limit` bytes; anything else is a UserError."""
-    _check_size(path, limit, "file")
+    text = read_bytes(path, limit=limit, what="hf model file")
     try:
-        with path.open("rb") as handle:
-            data = json.loads(handle.read(limit + 1))
-    except OSError as error:
-        raise UserError(f"hf model: cannot read {path}: {error.strerror}") from None
-    except (ValueError, RecursionError) as error:
-        raise UserError(f"hf model: {path} is not valid JSON ({clean(str(error))})") from None
+        data = json_value(text, "content")
+    except DecodeError as error:
+        raise UserError(f"hf model: {path} is not valid JSON ({error})") from None
     if not isinstance(data, dict):
         raise UserError(f"hf model: {path} must hold a JSON object, not {type(data).__name__}")
     return data

@@ -1,0 +1,244 @@
+"""Files that are not what Coral expects: links planted in a run directory, FIFOs and
+devices where a file should be, documents nested or numbered to break a parser, stores and
+summaries of the wrong shape. Each ends in one line and exit status 2 (or is skipped where
+a walk meets it), quickly, and nothing outside the run directory is touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hostile_cli import base_env, run_measured
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+LONG_INT = "1" * 5000
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, data_dir: Path) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "one"
+    result = run_measured("run", "--plugin", "quixbugs", "--model", "reference", "--samples",
+                          "1", "--limit", "1", "--out", str(out), "--json",
+                          env=base_env(CORAL_DATA_DIR=str(data_dir)))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture
+def env(data_dir: Path) -> dict[str, str]:
+    return base_env(CORAL_DATA_DIR=str(data_dir))
+
+
+@pytest.fixture
+def run_copy(finished_run: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy)
+    return copy
+
+
+def _unfinished(run_dir: Path) -> Path:
+    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+        db.execute("UPDATE meta SET value = 'running' WHERE key = 'status'")
+    return run_dir
+
+
+def _refused(result, *words: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert len(result.error_lines) == 1, result.stderr
+    assert result.error_lines[0].startswith("coral: error: "), result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+    assert result.seconds < 60, result
+
+
+def _outside(tmp_path: Path) -> tuple[Path, bytes]:
+    victim = tmp_path / "victim.txt"
+    content = b"precious, not Coral's\n"
+    victim.write_bytes(content)
+    return victim, content
+
+
+@pytest.mark.parametrize("name", [".lock", "coral.sqlite-wal", "coral.sqlite-shm",
+                                  "coral.sqlite-journal"])
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_planted_link_in_a_run_directory_is_never_written_through(run_copy, tmp_path, env,
+                                                                    name, link):
+    run_dir = _unfinished(run_copy)
+    victim, content = _outside(tmp_path)
+    planted = run_dir / name
+    planted.unlink(missing_ok=True)
+    if link == "symbolic":
+        planted.symlink_to(victim)
+    else:
+        os.link(victim, planted)
+    before = victim.stat()
+    result = run_measured("run", "--resume", str(run_dir), env=env)
+    _refused(result, name)
+    assert victim.read_bytes() == content
+    assert victim.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_a_store_that_is_a_link_out_of_the_run_is_refused(run_copy, tmp_path, env):
+    real = tmp_path / "elsewhere.sqlite"
+    shutil.move(run_copy / "coral.sqlite", real)
+    (run_copy / "coral.sqlite").symlink_to(real)
+    for args in (("report", str(run_copy)), ("run", "--resume", str(run_copy)),
+                 ("export", str(run_copy))):
+        _refused(run_measured(*args, env=env), "symbolic link")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "link-out"])
+def test_a_summary_that_is_not_a_file_is_refused_without_blocking(run_copy, tmp_path, env,
+                                                                 kind):
+    summary = run_copy / "summary.json"
+    summary.unlink()
+    if kind == "fifo":
+        os.mkfifo(summary)
+    elif kind == "dev-zero":
+        summary.symlink_to("/dev/zero")
+    else:
+        outside = tmp_path / "summary.json"
+        outside.write_text("{}")
+        summary.symlink_to(outside)
+    _refused(run_measured("report", str(run_copy), env=env, timeout=60), "summary")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[1, 2]", "not an object"),
+    ('{"dataset": "quixbugs", "split": "test", "model": "m", "samples": 1, "seed": 0, '
+     '"problems": "gcd"}', "'problems' is a str"),
+    ('{"dataset": "q", "split": "t", "model": "m", "samples": 1, "seed": 0, '
+     '"problems": [{"problem": "gcd", "pass_at_k": {"1": "all"}}]}', "not numbers"),
+    ('{"dataset": "q"}', "no 'split'"),
+    (DEEP_JSON, "nested deeper"),
+    ('{"seed": ' + LONG_INT + "}", "number of 5000 characters"),
+])
+def test_a_summary_of_the_wrong_shape_is_one_line(run_copy, env, text, words):
+    (run_copy / "summary.json").write_text(text)
+    for args in (("report", str(run_copy)), ("report", str(run_copy), "--json")):
+        _refused(run_measured(*args, env=env), words)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("UPDATE evaluations SET objectives = '[1, 2]'", "wrong shape"),
+    ("UPDATE evaluations SET objectives = '{\"bugfix\": \"high\"}'", "not numbers"),
+    ("UPDATE evaluations SET details = '" + DEEP_JSON[:20_000] + "'", "nested deeper"),
+    ("UPDATE evaluations SET fitness = 'x'", "wrong type"),
+    ("UPDATE generations SET params = '{\"a\": " + LONG_INT + "}'", "number of 5000"),
+    ("UPDATE tasks SET seen_in_training = 'yes'", "wrong type"),
+    ("UPDATE prompts SET prompt = '{\"messages\": [1]}'", "unexpected shape"),
+    ("UPDATE meta SET value = '[1]' WHERE key = 'hook_errors'", "wrong shape"),
+])
+def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
+    run_dir = _unfinished(run_copy)
+    (run_dir / "summary.json").unlink()
+    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('hook_errors', "
+                   "'{\"count\": 0, \"errors\": []}')")
+        db.execute(sql)
+    outcomes = [run_measured("report", str(run_dir), env=env),
+                run_measured("export", str(run_dir), env=env)]
+    assert any(words in o.stderr for o in outcomes), [o.stderr for o in outcomes]
+    for outcome in outcomes:
+        assert outcome.returncode in (0, 2), outcome.stderr
+        assert "Traceback" not in outcome.stderr
+        if outcome.returncode == 2:
+            assert len(outcome.error_lines) == 1, outcome.stderr
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[run]\nseed = " + "[" * 100_000, "nested deeper"),
+    ("[run]\nseed = " + LONG_INT, "out of range"),
+    ("[run]\nseed = 99999999999999999999", "out of range"),
+])
+def test_a_config_that_breaks_parsers_is_one_line(tmp_path, env, text, words):
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    _refused(run_measured("run", "--plugin", "quixbugs", "--config", str(config),
+                          "--dry-run", env=env), words, str(config))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_inputs_that_are_not_files_are_refused_without_blocking(tmp_path, env, kind):
+    def special(name: str) -> Path:
+        path = tmp_path / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+        return path
+
+    cases = [
+        ("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
+         str(special("gcd.py"))),
+        ("evaluate", "--plugin", "quixbugs", "--samples", str(special("s.jsonl"))),
+        ("run", "--plugin", "quixbugs", "--config", str(special("c.toml")), "--dry-run"),
+        ("evaluate", "--plugin", "fim", "--data", str(special("tasks.jsonl")),
+         "--predictions", str(special("p.jsonl"))),
+    ]
+    for args in cases:
+        _refused(run_measured(*args, env=env, timeout=60), "not a regular file")
+
+
+def test_samples_with_raw_line_separators_are_read_as_json_reads_them(tmp_path, env):
+    samples = tmp_path / "s.jsonl"
+    program = "def gcd(a, b):\n    return a if not b else gcd(b, a % b)  # \u2028 \u0085\n"
+    samples.write_text(json.dumps({"task_id": "gcd", "solution": program},
+                                  ensure_ascii=False) + "\n", encoding="utf-8")
+    assert "\u2028" in samples.read_text(encoding="utf-8")
+    result = run_measured("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                          "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["problems"][0]["c"] == 1
+
+
+@pytest.mark.parametrize("text, words", [
+    (DEEP_JSON, "nested deeper"),
+    ('{"task_id": "gcd", "solution": "x", "n": ' + LONG_INT + "}", "number of 5000"),
+])
+def test_samples_that_break_parsers_are_one_line(tmp_path, env, text, words):
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(text + "\n")
+    _refused(run_measured("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                          env=env), words, f"{samples}:1")
+
+
+def test_a_data_file_that_links_out_of_the_data_directory_is_refused(tmp_path, data_dir):
+    copy = tmp_path / "data" / "quixbugs"
+    shutil.copytree(data_dir / "quixbugs", copy, symlinks=True)
+    outside = tmp_path / "gcd.py"
+    shutil.move(copy / "python_programs" / "gcd.py", outside)
+    (copy / "python_programs" / "gcd.py").symlink_to(outside)
+    result = run_measured("run", "--plugin", "quixbugs", "--problems", "gcd", "--split",
+                          "train", "--samples", "1", "--out", str(tmp_path / "r"),
+                          env=base_env(CORAL_DATA_DIR=str(tmp_path / "data")))
+    _refused(result, "leads out of")
+    assert not (tmp_path / "r").exists()
+
+
+def test_fim_build_skips_sources_that_are_not_files(tmp_path, env):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "good.py").write_text("def f(a, b):\n    total = a + b\n    return total * 2\n\n\n"
+                                 "def g(x):\n    return [y for y in range(x) if y % 2]\n")
+    os.mkfifo(src / "pipe.py")
+    (src / "zero.py").symlink_to("/dev/zero")
+    out = tmp_path / "tasks.jsonl"
+    result = run_measured("fim", "build", str(src), "--out", str(out), "--n", "2", env=env,
+                          timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.seconds < 60 and out.read_text().count("\n") >= 1
+
+
+def test_what_a_user_typed_is_escaped_before_it_is_printed(tmp_path, env):
+    config = tmp_path / "c.toml"
+    config.write_text('[search]\nstrategy = "gr\\u001b[31mid"\n')
+    result = run_measured("run", "--plugin", "quixbugs", "--config", str(config),
+                          "--dry-run", env=env)
+    assert result.returncode == 2 and "\x1b" not in result.stderr, repr(result.stderr)
+    assert "\\x1b" in result.stderr and len(result.error_lines) == 1
