@@ -13,11 +13,11 @@ from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
 from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
 from coral_core.errors import UserError
 from coral_core.factories import build_dataset, build_scoring, experiment_preset
-from coral_core.result_tables import number, summary_grid
+from coral_core.result_tables import number, plural, summary_grid
 from coral_core.samples import read_samples, score_samples
 from coral_core.tables import Column, Grid
 
-from .output import print_json, reserve_stdout, show
+from .output import note, print_json, reserve_stdout, show
 
 
 def evaluate(
@@ -89,7 +89,8 @@ def evaluate(
              else files_in(candidate_dir))  # type: ignore[arg-type]
     scoring = build_scoring(ScoringBlueprint.of(resolved), dataset)
     try:
-        documents = evaluate_files(dataset, scoring, files)
+        documents = evaluate_files(dataset, scoring, files,
+                                   each_on_its_own=candidate_dir is not None)
     finally:
         scoring.close()
     if json_output:
@@ -102,6 +103,11 @@ def evaluate(
         return
     for doc in documents:
         show(_grid(doc))
+    if candidate_dir is not None:
+        passed = sum(bool(doc["passed"]) for doc in documents)
+        errors = sum(bool(doc.get("error")) for doc in documents)
+        note(f"{plural(len(documents), 'file')}: {passed} passed, "
+             f"{len(documents) - passed - errors} failed, {errors} could not be scored")
 
 
 def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
@@ -133,4 +139,5 @@ def _grid(doc: Mapping[str, Any]) -> Grid:
                 f"({tests['passed']}/{tests['total']} tests)",
                 (Column("test", key=True), Column("status"), Column("detail")),
                 tuple((o["test"], o["status"], o["detail"]) for o in doc["outcomes"]),
+                f"error: {doc['error']}" if doc.get("error") else
                 f"{objectives}; fitness {number(doc['fitness'])}")

@@ -95,18 +95,39 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
     }
 
 
+def unreadable(task: Task, error: UserError) -> dict[str, Any]:
+    """The document of a file in a folder that could not be read (not UTF-8, not a regular
+    file, too large): an error of its own, the folder's other files still scored."""
+    return {"problem": task.id, "passed": False,
+            "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
+            "outcomes": [], "objectives": {}, "fitness": 0.0,
+            "seen_in_training": task.seen_in_training, "sandboxed": None, "error": str(error)}
+
+
 def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[CandidateFile],
-                   ) -> list[Mapping[str, Any]]:
-    """Read every file first (bad input fails before any work), then score in parallel."""
+                   *, each_on_its_own: bool = False) -> list[Mapping[str, Any]]:
+    """Read every file first (bad input fails before any work), then score in parallel.
+    `each_on_its_own` (a folder of files): a file that cannot be read is that file's
+    error, not the batch's."""
     tasks: dict[str, Task] = {}
-    sources = []
+    sources: list[str | UserError] = []
     for item in files:
         if item.problem not in tasks:
             tasks[item.problem] = find_task(dataset, item.problem)
-        sources.append(read_candidate(item.path))
+        try:
+            sources.append(read_candidate(item.path))
+        except UserError as error:
+            if not each_on_its_own:
+                raise
+            sources.append(error)
     threads = scoring.sandbox.workers * 2
+
+    def one(item: CandidateFile, source: str | UserError) -> Mapping[str, Any]:
+        task = tasks[item.problem]
+        if isinstance(source, UserError):
+            return unreadable(task, source)
+        return document(task, scoring, source, item.path)
+
     with ThreadPoolExecutor(threads) as pool:
-        documents = list(pool.map(
-            lambda pair: document(tasks[pair[0].problem], scoring, pair[1], pair[0].path),
-            zip(files, sources)))
+        documents = list(pool.map(one, files, sources))
     return [{"file": str(item.path), **doc} for item, doc in zip(files, documents)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import coral_env, run_coral
 
@@ -45,6 +46,27 @@ def test_candidate_dir_scores_every_file_against_the_problem_in_its_name(tmp_pat
     assert by_file["sieve.py"]["problem"] == "sieve" and by_file["sieve.py"]["passed"] is True
     assert by_file["sieve__buggy.py"]["passed"] is False
     assert by_file["gcd__attempt2.py"]["problem"] == "gcd"
+
+
+def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path, data_dir):
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    correct = data_dir / "quixbugs" / "correct_python_programs" / "gcd.py"
+    (folder / "gcd.py").write_text(correct.read_text())
+    (folder / "gcd__latin1.py").write_bytes("# caf\xe9\n".encode("latin-1"))
+    os.mkfifo(folder / "gcd__fifo.py")
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                       "--json", env=coral_env(data_dir), timeout=120)
+    assert result.returncode == 0, result.stderr
+    by_file = {d["file"].rsplit("/", 1)[-1]: d for d in json.loads(result.stdout)}
+    assert by_file["gcd.py"]["passed"] is True and "error" not in by_file["gcd.py"]
+    assert "not UTF-8" in by_file["gcd__latin1.py"]["error"]
+    assert "FIFO" in by_file["gcd__fifo.py"]["error"]
+    assert not by_file["gcd__fifo.py"]["passed"]
+    table = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                      env=coral_env(data_dir, COLUMNS="160"), timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert "3 files: 1 passed, 0 failed, 2 could not be scored" in table.stdout
 
 
 def test_candidate_dir_with_an_unknown_problem_fails_before_scoring(tmp_path, data_dir):
