@@ -139,5 +139,5 @@ def _grid(doc: Mapping[str, Any]) -> Grid:
                 f"({tests['passed']}/{tests['total']} tests)",
                 (Column("test", key=True), Column("status"), Column("detail")),
                 tuple((o["test"], o["status"], o["detail"]) for o in doc["outcomes"]),
-                f"error: {doc['error']}" if doc.get("error") else
-                f"{objectives}; fitness {number(doc['fitness'])}")
+                "; ".join(filter(None, (objectives and f"{objectives}; fitness "
+                                        f"{number(doc['fitness'])}", doc.get("error")))))

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from .factories import Scoring
 from .errors import UserError
-from .failures import PLUGIN_FAULTS
+from .failures import PLUGIN_FAULTS, describe
 from .fileio import CANDIDATE_BYTES, read_text
 from .protocols import Dataset
 from .types import Candidate, Task
@@ -57,49 +57,76 @@ def _as_user_file(detail: str, task: Task, path: Path | None) -> str:
     return re.sub(rf"(?<![\w/.-]){module}\b", lambda _: str(path), detail)
 
 
+NO_TESTS = {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0}
+
+
+def _reported_outcomes(details: Mapping[str, Any]) -> list[dict[str, str]] | None:
+    """Per-test outcomes an evaluator reported itself (`details[NAME]["outcomes"]`, e.g.
+    testgen's tests of a test file), for a task that is not a program run against tests."""
+    for reported in details.values():
+        outcomes = reported.get("outcomes") if isinstance(reported, Mapping) else None
+        if isinstance(outcomes, list):
+            return [{"test": str(o.get("test", "")), "status": str(o.get("status", "")),
+                     "detail": str(o.get("detail", ""))} for o in outcomes
+                    if isinstance(o, Mapping)]
+    return None
+
+
+def _counts(outcomes: Sequence[Mapping[str, str]]) -> dict[str, int]:
+    counts = dict(NO_TESTS, total=len(outcomes))
+    for outcome in outcomes:
+        status = {"pass": "passed", "fail": "failed"}.get(outcome["status"], outcome["status"])
+        if status in counts and status != "total":
+            counts[status] += 1
+    return counts
+
+
 def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
              ) -> dict[str, Any]:
     """The `coral evaluate --json` contract for one candidate (details that name the
-    loaded module name the user's file `path` instead)."""
+    loaded module name the user's file `path` instead). An evaluator that raises costs
+    only its own objectives: the tests and the other objectives are still reported, with
+    `error` saying which evaluator failed, where and how."""
     candidate = Candidate(task, code)
     try:
-        scored = scoring.scorer.score(candidate)
+        scored, errors = scoring.scorer.score_apart(candidate)
         execution = (scoring.context.execution(candidate) if task.execution is not None
                      else None)
     except UserError:
         raise
     except PLUGIN_FAULTS as error:  # one plugin's failure on one file must not lose the batch
-        log.warning("scoring %s failed: %s", path or task.id, error, exc_info=True)
-        return {"problem": task.id, "passed": False,
-                "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
-                "outcomes": [], "objectives": {}, "fitness": 0.0,
-                "seen_in_training": task.seen_in_training, "sandboxed": None,
-                "error": " ".join(f"{type(error).__name__}: {error}".split())[:300]}
-    if execution is None:  # not a program run against tests (a test file, a completion)
-        return {"problem": task.id, "passed": bool(scored.passed),
-                "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
-                "outcomes": [], "objectives": dict(scored.objectives),
-                "fitness": round(scored.fitness, 6), "seen_in_training": task.seen_in_training,
-                "sandboxed": scoring.sandbox.isolated, "details": dict(scored.details)}
-    return {
-        "problem": task.id,
-        "passed": bool(scored.passed),
-        "tests": execution.counts,
-        "outcomes": [{"test": o.name, "status": o.status,
-                      "detail": _as_user_file(o.detail, task, path)}
-                     for o in execution.outcomes],
-        "objectives": dict(scored.objectives),
-        "fitness": round(scored.fitness, 6),
-        "seen_in_training": task.seen_in_training,
-        "sandboxed": execution.result.isolated,
+        log.warning("scoring %s failed: %s", path or task.id, describe(error))
+        log.debug("traceback:", exc_info=error)
+        return {**unreadable(task, UserError(describe(error))), "sandboxed": None}
+    for name, error in errors.items():
+        log.warning("evaluator '%s' failed on %s: %s", name, path or task.id, error)
+    result: dict[str, Any] = {
+        "problem": task.id, "passed": bool(scored.passed), "tests": dict(NO_TESTS),
+        "outcomes": [], "objectives": dict(scored.objectives),
+        "fitness": round(scored.fitness, 6), "seen_in_training": task.seen_in_training,
+        "sandboxed": scoring.sandbox.isolated,
     }
+    if execution is not None:
+        result.update(
+            tests=execution.counts, sandboxed=execution.result.isolated,
+            outcomes=[{"test": o.name, "status": o.status,
+                       "detail": _as_user_file(o.detail, task, path)}
+                      for o in execution.outcomes])
+    else:  # not a program run against tests (a test file, a completion)
+        reported = _reported_outcomes(scored.details)
+        if reported is not None:
+            result.update(tests=_counts(reported), outcomes=reported)
+        result["details"] = dict(scored.details)
+    if errors:
+        result["error"] = "; ".join(f"evaluator '{name}' raised at {error}"
+                                    for name, error in errors.items())
+    return result
 
 
 def unreadable(task: Task, error: UserError) -> dict[str, Any]:
     """The document of a file in a folder that could not be read (not UTF-8, not a regular
     file, too large): an error of its own, the folder's other files still scored."""
-    return {"problem": task.id, "passed": False,
-            "tests": {"total": 0, "passed": 0, "failed": 0, "timeout": 0, "error": 0},
+    return {"problem": task.id, "passed": False, "tests": dict(NO_TESTS),
             "outcomes": [], "objectives": {}, "fitness": 0.0,
             "seen_in_training": task.seen_in_training, "sandboxed": None, "error": str(error)}
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .errors import UserError
-from .failures import describe
+from .failures import PLUGIN_FAULTS, describe
 from .execution import ExecutionContext, code_digest
 from .protocols import Evaluator
 from .types import Candidate, Task
@@ -95,6 +95,8 @@ class Scorer:
                     f"(produced: {', '.join(sorted(self._producers))})")
 
     def score(self, candidate: Candidate) -> ScoredCandidate:
+        """Every evaluator's objectives; the first evaluator that raises ends the scoring
+        (a run records the candidate as failed, or stops with --fail-fast)."""
         key = (candidate.task.dataset, candidate.task.id, code_digest(candidate.code))
         with self._lock:
             if key in self._cache:
@@ -102,21 +104,46 @@ class Scorer:
         objectives: dict[str, float] = {}
         details: dict[str, Any] = {}
         for evaluator in self.evaluators:
-            evaluation = evaluator.evaluate(candidate, self.context)
-            for name in evaluator.objectives:
-                value = float(evaluation.objectives[name])
-                if not 0.0 <= value <= 1.0:
-                    raise ValueError(f"evaluator '{evaluator.name}' gave {name}={value}, "
-                                     "outside [0, 1]")
-                objectives[name] = value
-            if evaluation.details:
-                details[evaluator.name] = dict(evaluation.details)
+            self._evaluate(evaluator, candidate, objectives, details)
+        scored = self._scored(candidate, objectives, details)
+        with self._lock:
+            self._cache[key] = scored
+        return scored
+
+    def score_apart(self, candidate: Candidate) -> tuple[ScoredCandidate, dict[str, str]]:
+        """Like `score`, but an evaluator that raises costs only its own objectives (0):
+        the others' results are kept, and {evaluator: 'FILE:LINE: Exc: message'} says
+        what failed (`coral evaluate` shows both)."""
+        objectives: dict[str, float] = {}
+        details: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for evaluator in self.evaluators:
+            try:
+                self._evaluate(evaluator, candidate, objectives, details)
+            except UserError:
+                raise
+            except PLUGIN_FAULTS as error:
+                errors[evaluator.name] = describe(error)
+                objectives.update({name: 0.0 for name in evaluator.objectives})
+        return self._scored(candidate, objectives, details), errors
+
+    def _evaluate(self, evaluator: Evaluator, candidate: Candidate,
+                  objectives: dict[str, float], details: dict[str, Any]) -> None:
+        evaluation = evaluator.evaluate(candidate, self.context)
+        for name in evaluator.objectives:
+            value = float(evaluation.objectives[name])
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"evaluator '{evaluator.name}' gave {name}={value}, "
+                                 "outside [0, 1]")
+            objectives[name] = value
+        if evaluation.details:
+            details[evaluator.name] = dict(evaluation.details)
+
+    def _scored(self, candidate: Candidate, objectives: dict[str, float],
+                details: dict[str, Any]) -> ScoredCandidate:
         if self.gate and objectives.get(self.gate, 1.0) == 0.0:
             objectives = {name: 0.0 for name in objectives}
         success = candidate.task.success
         passed = success.met(objectives) if success is not None else None
-        scored = ScoredCandidate(objectives, weighted_fitness(objectives, self.weights), passed,
-                                 details, candidate.code)
-        with self._lock:
-            self._cache[key] = scored
-        return scored
+        return ScoredCandidate(objectives, weighted_fitness(objectives, self.weights), passed,
+                               details, candidate.code)

@@ -84,3 +84,45 @@ def test_human_output_shows_each_test(data_dir):
                        str(candidate), env=coral_env(data_dir, COLUMNS="160"))
     assert result.returncode == 0, result.stderr
     assert "PASSED" in result.stdout and "gcd[5]" in result.stdout and "fitness" in result.stdout
+
+
+def test_an_evaluator_that_raises_costs_only_its_own_objectives(tmp_path, data_dir):
+    """The built-in tests and objectives are still reported; the error names the plugin's
+    file and line; no traceback without -v."""
+    from plugin_kit import flaky_distribution
+
+    site = flaky_distribution(tmp_path / "site")
+    config = tmp_path / "c.toml"
+    config.write_text('[evaluators]\nuse = ["tests", "style", "flaky"]\ngate = ""\n'
+                      "weights = {}\n")
+    candidate = tmp_path / "gcd.py"
+    correct = (data_dir / "quixbugs" / "correct_python_programs" / "gcd.py").read_text()
+    candidate.write_text(correct + "# variant 3\n")
+    env = coral_env(data_dir, PYTHONPATH=str(site), COLUMNS="200")
+    args = ("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
+            str(candidate), "--config", str(config))
+    result = run_coral(*args, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["tests"]["passed"] == document["tests"]["total"] > 0
+    assert document["objectives"]["bugfix"] == 1.0 and document["objectives"]["steady"] == 0.0
+    assert "coral_flaky.py:" in document["error"] and "ValueError" in document["error"]
+    assert "Traceback" not in result.stderr
+    human = run_coral(*args, env=env)
+    assert human.returncode == 0 and "PASSED" in human.stdout and "gcd[0]" in human.stdout
+    assert "bugfix 1.000" in human.stdout and "coral_flaky.py:" in human.stdout
+    assert "Traceback" not in human.stderr
+
+
+def test_evaluate_shows_a_test_files_own_tests(tmp_path, data_dir):
+    tests = tmp_path / "test_gcd.py"
+    tests.write_text("from gcd import gcd\n\n\ndef test_one():\n    assert gcd(4, 2) == 2\n\n\n"
+                     "def test_tmp(tmp_path):\n    assert gcd(1, 1) == 1\n")
+    args = ("evaluate", "--plugin", "testgen", "--problem", "gcd", "--candidate", str(tests))
+    result = run_coral(*args, "--json", env=coral_env(data_dir, SKIP_MUTATION="true"))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["tests"]["total"] == 2 and document["tests"]["passed"] == 1
+    assert [o["test"] for o in document["outcomes"]] == ["test_one", "test_tmp"]
+    human = run_coral(*args, env=coral_env(data_dir, SKIP_MUTATION="true", COLUMNS="200"))
+    assert "(1/2 tests)" in human.stdout and "tmp_path" in human.stdout

@@ -48,6 +48,7 @@ OBJECTIVES = ("tests_pass", "bug_revealed", "line_coverage", "mutation_score")
 # of the mutants with 2. (`random` itself draws the same numbers in every run: suite.py.)
 AGAIN = 2
 SHOWN = 20
+MAX_OUTCOMES = 500
 
 
 def _positive(value: Any, what: str, most: float = DAY) -> float:
@@ -169,6 +170,9 @@ class TestgenEvaluator:
             "skipped": len(correct.tests) - len(counted),
             "failing_on_correct": [[t.name, t.status, t.detail] for t in counted
                                    if t.status != "pass"][:SHOWN],
+            # each test on the correct program, as `coral evaluate` shows a candidate's tests
+            "outcomes": [{"test": t.name, "status": t.status, "detail": t.detail}
+                         for t in counted][:MAX_OUTCOMES],
             "revealed_by": revealed_by,
             "coverage": {"statements": len(program_lines), "executed": len(executed),
                          "missed": sorted(program_lines - executed)},
