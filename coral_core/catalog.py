@@ -21,11 +21,12 @@ def needs_files(factory: Any) -> bool:
 
 def location(name: str, factory: Any, data_dir: Path | None) -> str | None:
     """Where the data set's files would be read from now ('' when it needs none), or
-    None when they are missing."""
+    None when they are missing. A data set that reads another's folder says so with
+    `data_name` (testgen reads quixbugs/)."""
     if not needs_files(factory):
         return ""
     try:
-        return str(find_dataset_dir(name, data_dir))
+        return str(find_dataset_dir(getattr(factory, "data_name", name), data_dir))
     except UserError:
         return None
 

@@ -73,6 +73,8 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
     listed = json.loads(run_coral("datasets", "list", "--json", env=env).stdout)
     entry = next(d for d in listed if d["name"] == "quixbugs")
     assert entry["cached"] is True and entry["data"] == str(installed)
+    testgen = next(d for d in listed if d["name"] == "testgen")  # it reads quixbugs/
+    assert testgen["data"] == str(installed)
     good = data_dir / "quixbugs" / "correct_python_programs" / "gcd.py"
     scored = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
                        str(good), "--json", env=env)

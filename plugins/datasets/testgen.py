@@ -46,6 +46,7 @@ class Testgen:
     splits = tuple(SPLITS)
     candidate_kind = "tests"
     description = "test generation: write pytest tests for a QuixBugs program (40 problems)"
+    data_name = "quixbugs"  # the folder it reads (`coral datasets list`)
 
     def __init__(self, data_dir: str | None = None):
         self.quixbugs = QuixBugs(data_dir)
