@@ -30,3 +30,7 @@ def build(
     tasks = builder.build_tasks(src, kind, n, seed, language or "python")
     builder.write_jsonl(tasks, out)
     note(f"wrote {len(tasks)} {kind} tasks to {out}")
+    if len(tasks) < n:
+        note(f"fewer than the {n} asked for: {src} offers only {len(tasks)} distinct {kind} "
+             f"sites in {language or 'python'} files (each file and site is used once)",
+             style="yellow")

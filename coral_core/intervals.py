@@ -48,13 +48,19 @@ def bootstrap(columns: Mapping[str, Sequence[float]], seed: int,
     return result
 
 
+def shown_ks(pass_ks: Sequence[str]) -> list[str]:
+    """The pass@k columns a table shows and intervals are drawn for: the SHOWN_K ones and
+    the largest k (with 4 samples: pass@1, pass@2 and pass@4)."""
+    return [k for k in pass_ks if int(k) in SHOWN_K or k == pass_ks[-1]] if pass_ks else []
+
+
 def summary_intervals(problems: Sequence[Mapping[str, Any]], pass_ks: Sequence[str],
                       objectives: Sequence[str], seed: int) -> dict[str, Any]:
     """Intervals for a summary: pass@k (the SHOWN_K ones and the largest) over the problems
     that define success, objectives and fitness over every problem with samples."""
     counted = [p for p in problems if p["n"]]
     succeeding = [p for p in counted if "c" in p]
-    wanted = [k for k in pass_ks if int(k) in SHOWN_K or k == pass_ks[-1]] if pass_ks else []
+    wanted = shown_ks(pass_ks)
     pass_columns = {k: [p["pass_at_k"][k] for p in succeeding] for k in wanted}
     other = {f"objective:{name}": [p["objectives"].get(name, 0.0) for p in counted]
              for name in objectives}

@@ -11,9 +11,9 @@ import json
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Mapping
 
+from .intervals import shown_ks
 from .tables import Column, Grid
 
-SHOWN_K = ("1", "5", "10", "25", "50", "100")
 
 
 def _round(value: float, places: int, scale: int = 1) -> str:
@@ -51,7 +51,7 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
     problems = summary["problems"]
     names = list(summary.get("objectives", {}))
     succeeds = "pass_at_k" in summary
-    ks = [k for k in SHOWN_K if k in summary.get("pass_at_k", {})]
+    ks = shown_ks(list(summary.get("pass_at_k", {})))
     seen = any(p.get("seen_in_training") for p in problems)
     errors = any(p.get("errors") for p in problems)
     title = (f"{summary['dataset']} ({summary['split']}) - {summary['model']}, "

@@ -132,3 +132,13 @@ def test_one_sample_is_singular_and_seen_problems_get_a_column_not_a_suffix():
     grid = summary_grid(summary)
     assert "1 sample per problem" in grid.title
     assert grid.rows[0][:2] == ("p", "yes") and "seen in training" in grid.caption
+
+
+def test_every_sample_count_shows_its_largest_pass_at_k():
+    ks = {"1": 0.5, "2": 0.7, "3": 0.8, "4": 0.9}
+    summary = {"dataset": "d", "split": "test", "model": "m", "samples": 4, "seed": 0,
+               "problems": [{"problem": "p", "n": 4, "c": 2, "pass_at_k": ks,
+                             "objectives": {}, "fitness": 1.0, "errors": 0}],
+               "pass_at_k": ks, "objectives": {}, "fitness": 1.0, "fixed": 1}
+    headers = [column.header for column in summary_grid(summary).columns]
+    assert [h for h in headers if h.startswith("pass@")] == ["pass@1", "pass@2", "pass@4"]
