@@ -8,6 +8,12 @@ each in a sandbox of its own with resource limits and a CPU timer per request. A
 that crashes, stalls or exhausts a worker costs that worker (it is replaced) and comes back
 as {"error": ...}, which the evaluators score as the worst value; nothing a linter prints
 reaches our stdout. Replies are checked before use, and cached by content.
+
+A linter that fails for a reason no code can cause is never a score: each worker checks its
+linters on a sample once it runs as the sandbox user, and a linter that does not work there
+(as root without bubblewrap, a virtual environment the sandbox user cannot read) stops the
+run with one line saying why (LinterUnavailable); a request that fails that way later (the
+worker could not import a module of its own) raises AnalysisFailed for that candidate.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import os
 import queue
 import struct
 import subprocess
@@ -24,6 +31,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from ..errors import UserError
 from .inside.lint import CPU_SECONDS, MAX_SOURCE
 from .policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy, bwrap_command,
                      scrubbed_environment, worker_launcher)
@@ -38,8 +46,12 @@ class AnalysisFailed(Exception):
     """The worker died, stalled or answered nonsense."""
 
 
+class LinterUnavailable(UserError):
+    """A linter does not work in the analysis workers here (their check on a sample failed):
+    every candidate would get its worst score, so the run stops instead."""
+
+
 def _read(stream: Any, size: int, deadline: float) -> bytes:
-    import os
     import select
 
     fd, parts, left = stream.fileno(), [], size
@@ -59,6 +71,7 @@ class _Worker:
     """One analysis worker process: one request at a time."""
 
     def __init__(self, policy: SandboxPolicy, isolated: bool):
+        self.broken: dict[str, str] = {}  # linter: why it does not work in this worker
         options = policy.worker_options()
         if isolated:
             command = bwrap_command(policy, sys.executable, "lint", options)
@@ -69,8 +82,14 @@ class _Worker:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=scrubbed_environment(), cwd="/", close_fds=True)
         try:
-            if not self._receive(time.monotonic() + START_SECONDS).get("ready"):
+            hello = self._receive(time.monotonic() + START_SECONDS)
+            if not hello.get("ready"):
                 raise AnalysisFailed("the analysis worker did not start")
+            broken = hello.get("broken") or {}
+            if not isinstance(broken, dict) or not all(
+                    type(k) is str and type(v) is str for k, v in broken.items()):
+                raise AnalysisFailed("the analysis worker sent an unreadable reply")
+            self.broken = {k[:40]: v[:300] for k, v in broken.items()}
         except BaseException:
             self.stop()
             raise
@@ -117,7 +136,7 @@ def _valid(kind: str, reply: dict[str, Any]) -> bool:
         return isinstance(value, list) and all(type(v) is str and len(v) < 200 for v in value)
 
     if "error" in reply:
-        return type(reply["error"]) is str
+        return type(reply["error"]) is str and type(reply.get("internal", False)) is bool
     if kind == "parse":
         return type(reply.get("parses")) is bool and names(reply.get("functions")) \
             and count(reply.get("statements"))
@@ -155,21 +174,27 @@ class Analyzer:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        reply = self._ask({"kind": kind, "code": code, "options": options or {}})
+        reply = self._ask(kind, {"kind": kind, "code": code, "options": options or {}})
         if not _valid(kind, reply):
             reply = {"error": "the analysis worker sent an unexpected reply"}
+        if reply.pop("internal", False):  # never a score, never cached: this candidate's
+            # scoring raises, and the run records it as an error and says so
+            raise AnalysisFailed(f"{kind} failed in the analysis worker: {reply['error']}")
         with self._lock:
             self._cache[key] = reply
             while len(self._cache) > CACHE:
                 self._cache.popitem(last=False)
         return reply
 
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, kind: str, request: dict[str, Any]) -> dict[str, Any]:
         """A worker that fails is replaced and the request asked once more: a worker can die
         of something else than this request (a crash of the request itself costs twice)."""
         with self._free:
             for attempt in range(2):
                 worker = self._take()
+                if kind in worker.broken:
+                    self._give_back(worker, True)
+                    raise LinterUnavailable(self._unavailable(kind, worker.broken[kind]))
                 keep = False
                 try:
                     reply = worker.ask(request)
@@ -197,6 +222,15 @@ class Analyzer:
         with self._lock:
             self._all.add(worker)
         return worker
+
+    def _unavailable(self, kind: str, why: str) -> str:
+        """One line: which linter cannot work here, why, and what to do about it."""
+        hint = ("as root without bubblewrap the analysis workers run as nobody, who must be "
+                "able to read Python and its packages: install bubblewrap, or keep the "
+                "virtual environment where every user can read it"
+                if not self.isolated and os.geteuid() == 0 else "see docs/sandbox.md")
+        return (f"{kind} does not work in the sandbox's analysis workers here ({why}), so "
+                f"it cannot score candidates; {hint}")
 
     def _give_back(self, worker: _Worker, keep: bool) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ import queue
 import secrets
 from collections import deque
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -131,7 +132,7 @@ class _Slot:
             command = bwrap_command(policy, sys.executable, "worker", options)
             cwd = None
         else:
-            self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-")
+            self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-", dir=_scratch_base())
             command = [sys.executable, *INTERPRETER_FLAGS, "-c", worker_launcher(str(WORKER_DIR)),
                        self.scratch, options]
             if os.geteuid() == 0:
@@ -147,6 +148,14 @@ class _Slot:
         self.pipes = Pipes(self.process.stdin.fileno(), self.process.stdout.fileno())
         kind, payload = self.pipes.frame(time.monotonic() + 60, self.limits)
         hello = _hello(kind, payload)
+        closed = hello.get("unreadable")
+        if closed and isinstance(closed, list):
+            warn_once("unreadable", "candidates run as nobody, who cannot read %s (a folder "
+                      "closed to other users): a candidate can import only the modules the "
+                      "sandbox worker loaded before it dropped root; %skeep Python and its "
+                      "packages where every user can read them (see docs/sandbox.md)",
+                      ", ".join(str(p)[:300] for p in closed[:8]),
+                      "" if self.sandbox.isolated else "install bubblewrap, or ")
         if not hello.get("filter") and policy.syscall_filter:
             warn_once("seccomp", "seccomp filters are not available here: candidates can "
                       "create keyrings and IPC objects (removed after each job) and user "
@@ -213,6 +222,29 @@ class _Slot:
         if assembly.done_id != job_id:
             raise WorkerDied("sandbox worker sent an unexpected message")
         return assembly.result(self.sandbox.isolated)
+
+
+def _scratch_base() -> str:
+    """Where a slot's scratch folder goes without bubblewrap: the temporary folder, unless
+    the worker, run as nobody when we are root, could not reach it there (TMPDIR in a
+    root-only folder: every job would kill its worker); then /tmp."""
+    base = tempfile.gettempdir()
+    return base if os.geteuid() != 0 or _passable(base) else "/tmp"
+
+
+def _passable(path: str) -> bool:
+    """Whether other users may pass through `path` and every folder above it."""
+    current = os.path.realpath(path)
+    while True:
+        try:
+            if not os.stat(current).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
 
 
 def _hello(kind: bytes, payload: bytes) -> dict:

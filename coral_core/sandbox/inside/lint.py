@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import io
 import json
 import logging
@@ -42,9 +43,22 @@ MEMORY_BYTES = 2 << 30
 _COMMENT = re.compile(r"^[ \t\f]*#")
 _COOKIE_WORD = re.compile(r"coding(?=[:=])")
 
+# What every linter is run on once before the worker drops its privileges (so that each
+# imports what it imports on first use) and once after (check): findings of pyflakes,
+# pycodestyle and two bandit plugins, which a linter whose plugins did not load lacks.
+SAMPLE = (b"import os\nimport subprocess\n\n\ndef run(a,b):\n"
+          b"    return subprocess.call(a, shell=True)\n")
+SAMPLE_FINDINGS = {"flake8": {"F401", "E231"}, "bandit": {"B404", "B602"}}
+CHECK_OPTIONS = {"max_line_length": 99, "select": ["E", "F", "W", "C"]}  # a guide made then
+
 
 class Timeout(BaseException):
     """A BaseException: linters catch Exception from their plugins and must not swallow it."""
+
+
+class Unavailable(Exception):
+    """A linter failed for a reason no candidate's code can cause (it cannot read its own
+    files, or cannot set itself up): the host must say so, not score the candidate."""
 
 
 def canonical(code):
@@ -68,25 +82,71 @@ def describe(error):
 
 
 class Linters:
-    """flake8 style guides (one per set of options) and the bandit configuration."""
+    """flake8 style guides (one per set of options) and the bandit configuration.
+
+    Each linter is set up, and run once on SAMPLE, while the worker is still root: they
+    import their plugins (and those their modules) on first use, from files the sandbox
+    user may not be able to read. One that cannot be set up is `broken`, not fatal: the
+    worker still parses and screens, and the host says once why that linter cannot run.
+    """
 
     def __init__(self):
         for name in ("bandit", "stevedore", "flake8"):  # they log to stderr: /dev/null here
             logging.getLogger(name).setLevel(logging.CRITICAL)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from bandit.core import config, manager
-            from flake8.api import legacy
-        self._legacy, self._manager = legacy, manager
-        self._bandit_config = config.BanditConfig()
+        self.broken = {}  # linter: why it does not work here
         self._guides = {}
         self.memfd = os.memfd_create("coral-lint", os.MFD_CLOEXEC)
         self.path = "/proc/self/fd/%d" % self.memfd
-        # Once, before the worker drops its privileges: the linters import their plugins
-        # (and those their modules) on first use, from files the sandbox user may not read.
-        self.load(b"import os\n")
+        for name, setup in (("flake8", self._setup_flake8), ("bandit", self._setup_bandit)):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    setup()
+            except Exception as error:
+                self.broken[name] = describe(error)
+
+    def _setup_flake8(self):
+        from flake8.api import legacy
+        from flake8.options.parse_args import parse_args
+
+        # flake8 looks for its plugins again for every style guide, through the metadata
+        # files of the installed packages; as the sandbox user those can be unreadable (a
+        # virtual environment in a root-only folder), and a guide made then has no plugins
+        # at all (KeyError: 'default'). Found once, here, while the worker is still root:
+        # every guide starts from a copy (--isolated: no configuration file is read).
+        plugins, defaults = parse_args(["--isolated"])
+        legacy.parse_args = lambda argv: (plugins, copy.deepcopy(defaults))
+        self._legacy = legacy
+        self.load(SAMPLE)
         self.flake8({"max_line_length": 79})
+
+    def _setup_bandit(self):
+        from bandit.core import config, manager
+
+        self._manager = manager
+        self._bandit_config = config.BanditConfig()
+        self.load(SAMPLE)
         self.bandit()
+
+    def check(self):
+        """After the worker dropped its privileges: each linter run on SAMPLE as the sandbox
+        user (flake8 with a style guide made now, as for options not seen before). What
+        fails here would fail for every candidate: it goes into `broken`."""
+        for name, run in (("flake8", lambda: self.flake8(CHECK_OPTIONS, remember=False)),
+                          ("bandit", self.bandit)):
+            if name in self.broken:
+                continue
+            try:
+                self.load(SAMPLE)
+                reply = run()
+            except Exception as error:
+                self.broken[name] = describe(error)
+                continue
+            missing = SAMPLE_FINDINGS[name] - set(reply.get("codes", reply.get("tests", ())))
+            if missing:
+                self.broken[name] = ("%s found no %s in a sample that has them (its plugins "
+                                     "did not load)" % (name, ", ".join(sorted(missing))))
+        return self.broken
 
     def load(self, data):
         os.ftruncate(self.memfd, 0)
@@ -94,7 +154,7 @@ class Linters:
         while len(view):
             view = view[os.pwrite(self.memfd, view, len(data) - len(view)):]
 
-    def flake8(self, options):
+    def flake8(self, options, remember=True):
         key = json.dumps(options, sort_keys=True)
         entry = self._guides.get(key)
         if entry is None:
@@ -102,7 +162,13 @@ class Linters:
                         "isolated": True, "quiet": 2, "disable_noqa": True}
             if options.get("select"):
                 settings["select"] = [str(code) for code in options["select"]]
-            entry = self._guides[key] = [self._legacy.get_style_guide(**settings), {}]
+            try:  # before any candidate's code is read: a failure here is ours
+                entry = [self._legacy.get_style_guide(**settings), {}]
+            except Exception as error:
+                raise Unavailable("flake8 could not make a style guide: "
+                                  + describe(error)) from None
+            if remember:
+                self._guides[key] = entry
         guide, before = entry
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
@@ -166,6 +232,8 @@ def handle(linters, request):
         if kind == "screen":
             modules = (request.get("options") or {}).get("modules") or []
             return testscreen.screen(canonical(code)[0], [str(m) for m in modules]), True
+        if kind in linters.broken:  # the host knew from our hello, and asks nonetheless
+            return {"error": linters.broken[kind], "internal": True}, True
         linters.load(canonical(code)[1])
         if kind == "flake8":
             return linters.flake8(request.get("options") or {}), True
@@ -176,6 +244,10 @@ def handle(linters, request):
         return {"error": "the linter took more than %d s of CPU time" % CPU_SECONDS}, False
     except (ValueError, UnicodeError) as error:  # refused before any linter ran
         return {"error": describe(error)}, True
+    except (Unavailable, ImportError, PermissionError) as error:
+        # Not the code's doing (a linter that cannot read its own files as the sandbox
+        # user): the host reports it, the candidate is not scored on it.
+        return {"error": describe(error), "internal": True}, False
     except BaseException as error:  # a linter failed: its state may be broken
         return {"error": describe(error)}, False
     finally:
@@ -227,7 +299,7 @@ def main(argv):
             pass
     signal.signal(signal.SIGPROF, _timeout)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
-    _send(replies, {"ready": True})
+    _send(replies, {"ready": True, "broken": linters.check()})
     while True:
         head = _read(requests, 4)
         if head is None:

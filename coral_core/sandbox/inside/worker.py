@@ -28,6 +28,7 @@ import json
 import os
 import select
 import signal
+import sys
 import time
 
 from . import child, cleanup, keyrings, processes, seccomp, wire
@@ -280,6 +281,19 @@ class Job:
         return self.steps
 
 
+def closed_to_us(folders):
+    """The import folders this process, now the sandbox user, cannot list: as root without
+    bubblewrap, Python or its packages in a folder closed to other users (a 0700 home).
+    A candidate cannot import from them what the worker did not import before the drop."""
+    closed = []
+    for folder in folders:
+        try:
+            os.listdir(folder)
+        except OSError:
+            closed.append(folder[:300])
+    return closed[:8]
+
+
 def main(argv):
     """argv: the scratch root, then JSON options: `ids` ([uid, gid] the children run as,
     when started as root), `filter` (install the seccomp filter), `memory_cgroup`,
@@ -300,8 +314,11 @@ def main(argv):
     for name, source in options.get("sources", ()):  # Coral's own: an error is ours
         child.load_module(name, source)
     ids = options.get("ids")
+    unreadable = []
     if ids and os.geteuid() == 0:
+        folders = [p for p in sys.path if p and os.path.isdir(p)]  # while root
         drop_privileges(*ids)
+        unreadable = closed_to_us(folders)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a handler would let children signal PID 1
     die_with_parent()  # changing uids cleared bubblewrap's --die-with-parent
     keyrings.janitor()  # whatever an earlier run left in the sandbox user's keyrings
@@ -314,7 +331,7 @@ def main(argv):
     frames = wire.Frames(1)
     gc.freeze()  # children inherit these objects: the collector must not touch (and copy) them
     frames.json(b"H", {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
-                       "filter": filtered})
+                       "filter": filtered, "unreadable": unreadable})
     scratch = os.path.join(scratch_root, "job")
     while True:
         request = wire.next_request(0)
