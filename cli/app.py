@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -85,9 +87,17 @@ def _setup_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's stop, `kill PID`) ends a command as Ctrl-C does: an
+    interrupted run is marked so and prints the command that resumes it."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
     _setup_logging()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         result = app(args=argv, standalone_mode=False, prog_name="coral")
     except Interrupted as stopped:

@@ -111,7 +111,10 @@ def note(text: str, style: str = "") -> None:
 def show_results(summary: Mapping[str, Any]) -> None:
     """What `coral run` and `coral report` print: the best trial's table, the trials, and
     whatever the search strategy renders of its own summary (a Pareto front...)."""
-    show(summary_grid(summary))
+    if summary.get("problems"):
+        show(summary_grid(summary))
+    elif summary.get("partial"):
+        note("no problem has a scored sample yet")
     if len(summary.get("trials", ())) > 1:
         show(trials_grid(summary))
         verdict = verdict_text(summary.get("best") or {})

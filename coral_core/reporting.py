@@ -16,7 +16,7 @@ from .lifecycle import hook_errors
 from .metrics import summarize
 from .rundir import SUMMARY_FILE, RunInfo, holder, is_run_dir, read_config
 from .runner import build_summary
-from .store import RunStore
+from .store import RunStore, ScoreRecord, TaskRecord
 
 
 def load_report(run_dir: Path) -> dict[str, Any]:
@@ -36,21 +36,35 @@ def load_report(run_dir: Path) -> dict[str, Any]:
         seed = config["run"]["seed"]
         stored = store.trials()
         held = {t.trial: (store.tasks(t.trial), store.evaluations(t.trial)) for t in stored}
-        trials = [t if t.status == "finished" else replace(  # what it holds so far
-            t, result=summarize(*held[t.trial], seed)) for t in stored]
+        trials = [t if t.status == "finished" else replace(t, result=_so_far(*held[t.trial], seed))
+                  for t in stored]
         summary = build_summary(RunInfo(run_dir, config, resumed=False), trials,
                                 config["search"]["rank_by"], partial=True,
                                 hook_errors=hook_errors(store), status=status)
         pid = holder(run_dir)
+        if status == "running" and pid is None:  # killed (kill -9, power loss): no one set it
+            summary["status"] = status = "stopped"
+        pending = sorted({t.task_id for tasks, _ in held.values() for t in tasks}
+                         - {p["problem"] for p in summary.get("problems", ())})
         counts = {"trials": len(trials),
                   "trials_finished": sum(t.status == "finished" for t in trials),
                   "samples_wanted": sum(len(tasks) for tasks, _ in held.values())
                   * config["run"]["samples"],
                   "samples_scored": sum(len(scores) for _, scores in held.values())}
         return {**summary, "status": status, "partial": True, "counts": counts,
+                "pending_problems": pending,
                 "process_alive": pid is not None, "pid": pid if pid and pid > 0 else None}
     finally:
         store.close()
+
+
+def _so_far(tasks: list[TaskRecord], scores: dict[tuple[str, int], ScoreRecord],
+            seed: int) -> dict[str, Any] | None:
+    """An unfinished trial's results over the problems it has scored (None before any):
+    a problem with no sample scored yet is pending, not 0%."""
+    scored = {task_id for task_id, _ in scores}
+    started = [t for t in tasks if t.task_id in scored]
+    return summarize(started, scores, seed) if started else None
 
 
 def timeless(summary: Any) -> Any:

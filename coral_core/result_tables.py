@@ -15,7 +15,6 @@ from .intervals import shown_ks
 from .tables import Column, Grid
 
 
-
 def _round(value: float, places: int, scale: int = 1) -> str:
     """`value` x `scale` to `places` decimals, half up, on the decimal the value prints
     as (0.0345 is 3.45%, so 3.5%, although 100 * 0.0345 is 3.4499... in binary)."""
@@ -140,6 +139,13 @@ def partial_note(summary: Mapping[str, Any]) -> str:
     counts = summary["counts"]
     state = (f"its process (pid {summary['pid']}) is still running" if summary["process_alive"]
              else f"'coral run --resume {summary['run_dir']}' continues it")
+    pending = summary.get("pending_problems") or []
+    waiting = (f"; not scored yet: {plural(len(pending), 'problem')} "
+               f"({', '.join(pending[:5])}{', ...' if len(pending) > 5 else ''})"
+               if pending else "")
+    ranked = "" if counts["trials"] <= 1 or counts["trials_finished"] else (
+        "; no trial has finished, so none is ranked")
     return (f"partial: run {summary['status']}, {counts['samples_scored']}/"
-            f"{counts['samples_wanted']} samples scored, {counts['trials_finished']}/"
-            f"{counts['trials']} trials finished; {state}")
+            f"{counts['samples_wanted']} samples scored (of the trials begun), "
+            f"{counts['trials_finished']}/{counts['trials']} trials finished{waiting}"
+            f"{ranked}; {state}")

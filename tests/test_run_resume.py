@@ -71,7 +71,10 @@ def test_kill_9_then_resume_equals_uninterrupted_run(tmp_path, data_dir):
 
     report = run_coral("report", str(killed_dir), "--json", env=env)
     assert report.returncode == 0, report.stderr
-    assert json.loads(report.stdout)["status"] == "running"
+    partial = json.loads(report.stdout)
+    assert partial["status"] == "stopped" and partial["process_alive"] is False
+    assert all(p["n"] > 0 for p in partial["problems"])  # unscored ones are pending, not 0%
+    assert len(partial["problems"]) + len(partial["pending_problems"]) == 8
 
     resumed = run_coral("run", "--resume", str(killed_dir), "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr
@@ -89,3 +92,32 @@ def test_kill_9_then_resume_equals_uninterrupted_run(tmp_path, data_dir):
 
     again = run_coral("run", "--resume", str(killed_dir), env=env)
     assert again.returncode == 2 and "finished run" in again.stderr
+
+
+def test_sigterm_stops_like_ctrl_c_and_the_report_ranks_nothing_unrun(tmp_path, data_dir):
+    env, config = _setup(tmp_path, data_dir)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(config.read_text() + '[search]\nstrategy = "grid"\n'
+                    '[search.space]\n"model.temperature" = [0.2, 0.4, 0.6]\n')
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+         "--model", "echo", "--config", str(grid), "--samples", "3", "--out", str(run_dir)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while _count(run_dir, "evaluations") < 4 and process.poll() is None:
+        assert time.monotonic() < deadline, "the run never got going"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == ("coral: interrupted; resume with: "
+                                               f"coral run --resume {run_dir}")
+    report = json.loads(run_coral("report", str(run_dir), "--json", env=env).stdout)
+    assert report["status"] == "interrupted" and report["partial"] is True
+    assert report["best"] is None  # no trial finished: none is crowned
+    assert all("fitness" not in t for t in report["trials"] if t["status"] != "finished"
+               and t["trial"] > 0)
+    table = run_coral("report", str(run_dir), env=dict(env, COLUMNS="200"))
+    assert table.returncode == 0 and "no trial has finished" in table.stdout
+    assert "0/0" not in table.stdout

@@ -164,7 +164,7 @@ def test_a_second_process_is_refused_while_one_works(tmp_path, env):
         process.wait()
     # the lock died with its holder: the killed run's report says so, and resume works
     report = json.loads(run_coral("report", str(out), "--json", env=env).stdout)
-    assert report["process_alive"] is False and report["status"] == "running"
+    assert report["process_alive"] is False and report["status"] == "stopped"
 
 
 def test_ctrl_c_abandons_work_in_flight_and_says_how_to_resume(tmp_path, env):
