@@ -54,7 +54,7 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
     seen = any(p.get("seen_in_training") for p in problems)
     errors = any(p.get("errors") for p in problems)
     title = (f"{summary['dataset']} ({summary['split']}) - {summary['model']}, "
-             f"{plural(summary['samples'], 'sample')} per problem, seed {summary['seed']}")
+             f"{_samples(summary)} per problem, seed {summary['seed']}")
     if len(summary.get("trials", ())) > 1 and summary.get("best"):
         title += f", best trial {summary['best']['trial']}"
     columns = [Column("problem", key=True)]
@@ -132,6 +132,14 @@ def trials_grid(summary: Mapping[str, Any]) -> Grid:
                      number(row["fitness"]) if "fitness" in row else "-"))
     return Grid(f"trials (best by {rank_by})", columns, tuple(rows),
                 "* marks the best trial" if best is not None else "")
+
+
+def _samples(summary: Mapping[str, Any]) -> str:
+    """'4 samples', or '1-3 samples' where problems had different numbers (scored files)."""
+    low = summary.get("samples_min")
+    if isinstance(low, int) and low != summary["samples"]:
+        return f"{low}-{summary['samples']} samples"
+    return plural(summary["samples"], "sample")
 
 
 def partial_note(summary: Mapping[str, Any]) -> str:

@@ -105,6 +105,8 @@ def _summary(config: Mapping[str, Any], dataset: Dataset, tasks: Mapping[str, Ta
     return {
         "run_dir": None, "status": "finished", "model": f"samples:{Path(source).name}",
         "dataset": dataset.name, "split": ", ".join(splits),
-        "samples": min(counts.values()), "seed": seed, **result,
+        "samples": max(counts.values()), "seed": seed, **result,
+        **({"samples_min": min(counts.values())}
+           if min(counts.values()) != max(counts.values()) else {}),
         "source": str(Path(source).absolute()), "coral_version": __version__,
     }

@@ -117,3 +117,19 @@ def test_reference_model_solves_every_quixbugs_test_problem(run):
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["fixed"] == 8 and summary["pass_at_k"] == {"1": 1.0}
+
+
+def test_samples_with_different_counts_per_task_say_so(run, data_dir, tmp_path):
+    good = (data_dir / "quixbugs" / "correct_python_programs" / "gcd.py").read_text()
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("\n".join(json.dumps(line) for line in [
+        {"task_id": "gcd", "solution": good}, {"task_id": "gcd", "solution": good},
+        {"task_id": "gcd", "solution": "x = 1\n"}, {"task_id": "sieve", "solution": "x = 1\n"},
+    ]) + "\n")
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                       "--json", env=run["env"])
+    summary = json.loads(result.stdout)
+    assert (summary["samples"], summary["samples_min"]) == (3, 1)
+    table = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                      env=run["env"])
+    assert "1-3 samples per problem" in table.stdout
