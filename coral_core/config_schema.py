@@ -12,6 +12,7 @@ import copy
 import math
 from typing import Any
 
+from .errors import UserError
 from .suggest import did_you_mean
 
 
@@ -23,8 +24,31 @@ class Invalid(ValueError):
         self.path = tuple(path)
 
 
+class OptionInvalid(UserError):
+    """A plugin's option (a search strategy's, checked when it is built) out of its bounds;
+    `path` names the key, so the caller can say which file and line set it."""
+
+    def __init__(self, path: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = tuple(path)
+
+
 DAY = 86400  # a timeout beyond a day is a typo, and too large a number overflows the OS's
 MAX_SAMPLES = 100_000  # per problem: more is a typo (each is held in memory while planned)
+INT_BOUND = 2 ** 63  # integers are stored as SQLite and TOML 64-bit integers
+# What a search may ask for, checked before the run directory exists (docs/search.md):
+MAX_TRIALS = 100_000  # trials in one run: each is a row in summary.json and the store
+MAX_BATCH = 4096  # trials a strategy proposes per ask (the most `parallel_trials` runs)
+MAX_DIMENSIONS = 32  # keys in [search.space]
+MAX_VALUES = 1000  # values in one dimension's list or choices (each is checked on its own)
+MAX_NEW_TOKENS = 1_000_000  # longer than any model's context: a larger value is a typo
+MAX_TEMPERATURE = 100.0  # 50 times OpenAI's largest (2): a larger value is a typo
+
+
+def _between(low: float, high: float, below: str, above: str) -> Any:
+    """A range check whose message says which end was crossed (the lower end's message is
+    the one the key always had)."""
+    return lambda v: (v <= high or above) if v >= low else below
 
 
 def _distinct(values: list[Any]) -> Any:
@@ -41,15 +65,18 @@ def _distinct(values: list[Any]) -> Any:
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "dataset": {
         "name": ("str", None), "split": ("str", None), "problems": ("list[str]", _distinct),
-        "limit": ("int", lambda v: v >= 0 or "must be >= 0 (0 = every problem)"),
+        "limit": ("int", _between(0, INT_BOUND - 1, "must be >= 0 (0 = every problem)",
+                                  "must be at most 2**63 - 1")),
         "data_dir": ("str", None), "options": ("table", None),
     },
     "model": {
         "spec": ("str", None), "base_url": ("str", None), "adapter": ("str", None),
-        "temperature": ("float", lambda v: v >= 0 or "must be >= 0"),
+        "temperature": ("float", _between(0, MAX_TEMPERATURE, "must be >= 0",
+                                          f"must be at most {MAX_TEMPERATURE:g}")),
         "top_p": ("float", lambda v: 0 < v <= 1 or "must be in (0, 1]"),
         "top_k": ("int", lambda v: v >= 0 or "must be >= 0"),
-        "max_new_tokens": ("int", lambda v: v >= 1 or "must be >= 1"),
+        "max_new_tokens": ("int", _between(1, MAX_NEW_TOKENS, "must be >= 1",
+                                           f"must be at most {MAX_NEW_TOKENS}")),
         "repetition_penalty": ("float", lambda v: v > 0 or "must be > 0"),
         "stop": ("list[str]", None),
         "batch_size": ("int", lambda v: v >= 1 or "must be >= 1"),
@@ -63,7 +90,9 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
         "strategy": ("str", None),
         "rank_by": ("str", lambda v: bool(v) or "must name an objective (or fitness)"),
         "space": ("space", None),
-        "budget": ("int", lambda v: v >= 0 or "must be >= 1 (or 0 for the strategy's default)"),
+        "budget": ("int", _between(0, MAX_TRIALS, "must be >= 1 (or 0 for the strategy's "
+                                   "default)", f"must be at most {MAX_TRIALS} (the most trials "
+                                   "a run may have)")),
         "options": ("table", None),
     },
     "execution": {
@@ -85,7 +114,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     "run": {
         "samples": ("int", lambda v: 1 <= v <= MAX_SAMPLES
                     or f"must be in [1, {MAX_SAMPLES}]"),
-        "seed": ("int", lambda v: v >= 0 or "must be >= 0"),
+        "seed": ("int", _between(0, INT_BOUND - 1, "must be >= 0", "must be at most 2**63 - 1")),
         "out": ("str", None),
         "fail_fast": ("bool", None),
     },
@@ -215,7 +244,10 @@ def check(path: tuple[str, ...], value: Any) -> Any:
     if kind == "number" or kind == "float":
         if not _is_number(value):
             raise Invalid(path, f"'{name}' must be a number, got {type(value).__name__}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past what a float holds
+            value = math.inf
         _finite(path, value)
         if kind == "number" and value < 0:
             raise Invalid(path, f"'{name}' must be >= 0")
@@ -223,6 +255,11 @@ def check(path: tuple[str, ...], value: Any) -> Any:
             return value
     elif not _kind_ok(kind, value):
         raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {type(value).__name__}")
+    elif kind == "int" and not -INT_BOUND <= value < INT_BOUND:
+        rule = SCHEMA[path[0]][path[1]][1]
+        verdict = rule(value) if rule is not None else True  # the key's own range, if any
+        raise Invalid(path, f"'{name}' " + (verdict if verdict is not True else
+                                            "must be in [-2**63, 2**63 - 1] (64 bits)"))
     elif kind == "table[float]":
         value = {key: check(path + (key,), item) for key, item in value.items()}
     elif kind == "table":
@@ -278,6 +315,9 @@ def check_space(space: dict[str, Any], where: tuple[str, ...] = ("search", "spac
         try:
             if name in result:
                 raise Invalid(path, f"'{name}' is listed twice")
+            if len(result) == MAX_DIMENSIONS:
+                raise Invalid(path, f"'{name}' is one dimension too many: a space has at "
+                                    f"most {MAX_DIMENSIONS} keys")
             result[name] = _check_dimension(path, spec)
         except Invalid as error:
             raise Invalid(where + (name,), f"[search.space] {error}") from None
@@ -287,6 +327,9 @@ def check_space(space: dict[str, Any], where: tuple[str, ...] = ("search", "spac
 def _check_values(path: tuple[str, ...], values: Any, what: str) -> list[Any]:
     if not isinstance(values, list) or not values:
         raise Invalid(path, f"'{dotted(path)}' {what} must be a non-empty list")
+    if len(values) > MAX_VALUES:
+        raise Invalid(path, f"'{dotted(path)}' {what} has {len(values)} entries: at most "
+                            f"{MAX_VALUES}")
     checked = [check_override(path, value) for value in values]
     for index, value in enumerate(checked):
         if any(type(other) is type(value) and other == value for other in checked[:index]):
@@ -337,4 +380,11 @@ def _check_dimension(path: tuple[str, ...], spec: Any) -> Any:
     log = spec.get("log", False)
     if log and low <= 0:
         raise Invalid(path, f"'{name}' range with log = true needs low > 0")
+    try:
+        finite = math.isfinite(float(high) - float(low))
+    except OverflowError:  # an integer past what a float holds
+        finite = False
+    if not finite:
+        raise Invalid(path, f"'{name}' range is wider than a number can hold "
+                            "(high - low overflows)")
     return {"low": low, "high": high, "log": log, "int": integer}

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import __version__, config as configuration, plugins
+from . import __version__, config as configuration, launch, plugins
 from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
+from .config_schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
+from .decoding import json_value
 from .errors import UserError
 from .factories import (build_dataset, build_executor, check_executor, check_model,
                         check_scoring)
@@ -40,11 +42,28 @@ class Interrupted(Exception):
         self.run_dir = run_dir
 
 
-def build_strategy(config: Mapping[str, Any]) -> SearchStrategy:
+def _nowhere(path: tuple[str, ...]) -> str:
+    return ""
+
+
+# Where a strategy's given arguments come from: each is checked there (`config_schema`).
+GIVEN = {"space": "[search] space", "seed": "[run] seed", "budget": "[search] budget",
+         "config": "the run's configuration"}
+
+
+def build_strategy(config: Mapping[str, Any],
+                   where: Callable[[tuple[str, ...]], str] = _nowhere) -> SearchStrategy:
+    """The configured strategy; an option out of its bounds (`OptionInvalid`) is reported
+    at the file and line (or the flag) that set it."""
     section = config["search"]
     name = section["strategy"]
     factory = plugins.registry().get("search_strategies", name).factory
     options = dict(section["options"])
+    for key in options:
+        if key in GIVEN:  # it would bypass the checks of the key that sets it
+            at = where(("search", "options", key))
+            raise UserError(f"{at + ': ' if at else ''}[search.options] {key} is not an "
+                            f"option: it is set by {GIVEN[key]}")
     given = {"space": section["space"], "seed": config["run"]["seed"],
              "budget": section["budget"], "config": config}
     for key, value in given.items():
@@ -53,11 +72,16 @@ def build_strategy(config: Mapping[str, Any]) -> SearchStrategy:
     if section["space"] and not plugins.accepts(factory, "space"):
         raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
                         "(use strategy = \"grid\" or \"random\")")
-    return plugins.instantiate(factory, f"search strategy '{name}'", **options)
-
-
-def _nowhere(path: tuple[str, ...]) -> str:
-    return ""
+    try:
+        return plugins.instantiate(factory, f"search strategy '{name}'", **options)
+    except OptionInvalid as error:
+        at = where(error.path)
+        flag = next((launch.flag_name(flag) for flag, path in launch.PLACES.items()
+                     if path == error.path), None)
+        if at == "command line" and flag:
+            at = f"command line ({flag})"
+        known = at and at != "the defaults"  # a factory's own default names no file
+        raise UserError(f"{at}: {error}" if known else str(error)) from None
 
 
 class Planner:
@@ -163,10 +187,11 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
               where: Callable[[tuple[str, ...]], str] = _nowhere,
               ) -> tuple[Planner, SearchStrategy]:
     """Everything `prepare` checks that builds nothing heavy (no model, no sandbox): the
-    executor's name, the strategy, the tasks, the model's options, the evaluators and
-    every search-space value. `coral run --dry-run` stops here."""
+    executor's name, the strategy (and the bounds of what it may ask for), the tasks, the
+    model's options, the evaluators, every search-space value and each value a strategy's
+    `probes()` names. `coral run --dry-run` stops here."""
     check_executor(config["execution"])
-    strategy = build_strategy(config)
+    strategy = build_strategy(config, where)
     planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
     planner.plan(0, {})
     for key, values in config["search"]["space"].items():
@@ -175,6 +200,12 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
                 planner.plan(0, {key: value})
             except UserError as error:
                 raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
+    probes = getattr(strategy, "probes", None)  # values a strategy may propose, labelled
+    for label, overrides in (probes() if callable(probes) else ()):
+        try:
+            planner.plan(0, overrides)
+        except UserError as error:
+            raise UserError(f"{label}: {error}") from None
     return planner, strategy
 
 
@@ -228,7 +259,7 @@ def _strategy_state(strategy: SearchStrategy, told: int) -> str:
 def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress,
             lifecycle: Lifecycle) -> None:
     strategy, planner = session.strategy, session.planner
-    saved = json.loads(store.meta("strategy") or "null")
+    saved = json_value(store.meta("strategy") or "null", f"{store.path}: strategy state")
     told = -1
     if saved is not None:
         told = saved["told"]
@@ -241,6 +272,7 @@ def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress
             proposals = strategy.ask()
             if not proposals:
                 break
+            _check_proposals(info.config["search"]["strategy"], len(proposals), len(trials))
             batch_number += 1
             first = len(trials)
             plans = [planner.plan(first + i, p) for i, p in enumerate(proposals)]
@@ -255,6 +287,17 @@ def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress
         strategy.tell([(t.overrides, _told_values(t.result or {})) for t in results])
         told = batch_number
         store.set_meta("strategy", _strategy_state(strategy, told))
+
+
+def _check_proposals(name: str, count: int, before: int) -> None:
+    """A strategy (a plugin's, say) that asks for more than a run may hold is stopped with
+    one line, before its proposals are planned or stored."""
+    if count > MAX_BATCH:
+        raise UserError(f"search strategy '{name}' proposed {count} trials at once: at most "
+                        f"{MAX_BATCH} per batch")
+    if before + count > MAX_TRIALS:
+        raise UserError(f"search strategy '{name}' proposed {before + count} trials in all: a "
+                        f"run has at most {MAX_TRIALS}")
 
 
 def _run_batch(info: RunInfo, session: Session, store: RunStore, progress: Progress,
@@ -325,7 +368,8 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
                   ) -> dict[str, Any]:
     """Every trial, the best by `rank_by` (ties: the earlier trial), and the best trial's
     per-problem results at the top level (for a single configuration: its only one).
-    `partial` (an unfinished run's report) ranks unfinished trials by what they hold.
+    Only finished trials are ranked; `partial` (an unfinished run's report): with none
+    finished yet, the top level shows what a lone trial holds so far, and names no best.
     `hook_errors` counts lifecycle hook calls that raised; `status` is the run's."""
     config = info.config
     rows = []
@@ -339,8 +383,7 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
         if trial.error:
             row["error"] = trial.error
         rows.append(row)
-    ranked = [(rank_value(t.result, rank_by), t) for t in trials
-              if t.status == "finished" or partial]
+    ranked = [(rank_value(t.result, rank_by), t) for t in trials if t.status == "finished"]
     ranked = [(v, t) for v, t in ranked if v is not None]
     if not ranked and any(t.status == "finished" for t in trials):
         raise UserError(f"[search] rank_by = '{rank_by}' names no objective the trials have")
@@ -348,7 +391,8 @@ def build_summary(info: RunInfo, trials: Sequence[TrialRecord], rank_by: str,
     best = ranked[0][1] if ranked else None
     best_config = (configuration.resolve(config, best.overrides) if best and best.overrides
                    else config)
-    result = dict(best.result) if best and best.result else {"problems": []}
+    shown = best or (trials[0] if partial and len(trials) == 1 else None)
+    result = dict(shown.result) if shown and shown.result else {"problems": []}
     sandboxed = result.pop("sandboxed", None)
     return {
         "run_dir": os.path.abspath(info.run_dir),

@@ -2,7 +2,8 @@
 
 A key's space is a list (one value drawn uniformly), `{choices = [...]}` (the same), or a
 range `{low = A, high = B}` drawn uniformly, log-uniformly with `log = true`, as an
-integer with `int = true`. The generator's state is saved with the run, so a resumed
+integer with `int = true`. Draws are made per ask, at most `MAX_BATCH` at a time (never
+the whole budget at once), and the generator's state is saved with the run, so a resumed
 search draws what the uninterrupted one would have.
 """
 
@@ -12,6 +13,7 @@ import math
 import random
 from typing import Any, Mapping, Sequence
 
+from coral_core.config_schema import MAX_BATCH, MAX_TRIALS, MAX_VALUES, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.hookspecs import hookimpl
 
@@ -23,6 +25,13 @@ def _check_range(key: str, spec: Mapping[str, Any]) -> None:
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
         raise UserError(f"random: '[search.space] {key}' needs numbers low and high, "
                         "or choices")
+    try:
+        finite = math.isfinite(float(high) - float(low))  # inf or nan for either end too
+    except OverflowError:  # an integer past what a float holds
+        finite = False
+    if not finite:
+        raise UserError(f"random: '[search.space] {key}' needs a finite range (low, high "
+                        "and high - low)")
     if low > high:
         raise UserError(f"random: '[search.space] {key}' has low > high")
     if spec.get("log") and low <= 0:
@@ -39,7 +48,15 @@ class RandomSearch:
                 spec = {"choices": spec}
             if "choices" not in spec:
                 _check_range(key, spec)
+            elif not isinstance(spec["choices"], list) or not (
+                    0 < len(spec["choices"]) <= MAX_VALUES):
+                raise UserError(f"random: '[search.space] {key}' needs 1 to {MAX_VALUES} "
+                                "choices")
             self.space[key] = dict(spec)
+        if isinstance(budget, bool) or not isinstance(budget, int) or not (
+                0 <= budget <= MAX_TRIALS):
+            raise OptionInvalid(("search", "budget"), f"random: budget = {budget!r} must be "
+                                f"in [1, {MAX_TRIALS}] (or 0 for {DEFAULT_BUDGET} trials)")
         self.budget = budget or DEFAULT_BUDGET
         self._rng = random.Random(seed)
         self._asked = 0
@@ -57,9 +74,12 @@ class RandomSearch:
         return self._rng.uniform(low, high)
 
     def ask(self) -> list[Mapping[str, Any]]:
+        """The next draws, at most `MAX_BATCH`: drawn in one sequence whatever the batches,
+        so the trials are those one batch of `budget` would give."""
+        count = max(0, min(MAX_BATCH, self.budget - self._asked))
         batch = [{key: self._draw(spec) for key, spec in self.space.items()}
-                 for _ in range(self.budget - self._asked)]  # in order: the same draws
-        self._asked = self.budget
+                 for _ in range(count)]
+        self._asked += count
         return batch
 
     def tell(self, results: Sequence[tuple[Mapping[str, Any], Mapping[str, float]]]) -> None:

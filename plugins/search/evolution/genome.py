@@ -18,7 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from coral_core.errors import UserError
+from coral_core.config_schema import (
+    INT_BOUND, MAX_VALUES, Invalid, OptionInvalid, check_override, parse_path,
+)
 from coral_core.suggest import did_you_mean
 from coral_core.types import AdapterGenes
 from coral_plugins.models.baseline.edits import FAMILIES
@@ -110,8 +112,60 @@ MODEL_KNOBS = {
 }
 
 
+# A gene's bounds, checked before the run: a range holds at most MAX_POINTS grid points
+# (Optuna's stepped distributions are computed in `decimal`, which a step of 1e-300 breaks),
+# and a float step is at least MIN_STEP, since gene values are rounded to 6 decimals.
+MAX_POINTS = 1_000_000
+MIN_STEP = 1e-6
+# Genes whose key the schema cannot bound are bounded here: heavy genes set no key (LoRA
+# ranks past a model's hidden size mean nothing; dropout is a probability), and the
+# baseline's family weights are factors >= 0 on its prior (a million is "only this family").
+GENE_BOUNDS: dict[str, tuple[Any, str]] = {
+    "rank": (lambda v: isinstance(v, int) and 1 <= v <= 4096, "integers in [1, 4096]"),
+    "alpha": (lambda v: 0 < v <= 10_000, "numbers in (0, 10000]"),
+    "dropout": (lambda v: 0 <= v < 1, "numbers in [0, 1)"),
+    **{gene: (lambda v: 0 <= v <= 1e6, "numbers in [0, 1000000]") for gene in FAMILY_GENES},
+}
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite float, or an integer of 64 bits (a larger one would overflow a float)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -INT_BOUND <= value < INT_BOUND
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _refuse(name: str, message: str) -> OptionInvalid:
+    return OptionInvalid(("search", "options", "genes", name), message)
+
+
+def _fits(base: Gene, label: str, value: Any) -> None:
+    """A gene value must fit its bounds and the key it overrides."""
+    if base.name in GENE_BOUNDS:
+        ok, what = GENE_BOUNDS[base.name]
+        if not ok(value):
+            raise _refuse(base.name, f"{label}: {value!r} is out of bounds ({what})")
+    if base.key is not None:
+        try:
+            check_override(parse_path(base.key), value)
+        except Invalid as error:
+            raise _refuse(base.name, f"{label}: {error}") from None
+
+
+def _points(label: str, name: str, low: float, high: float, step: float, integer: bool,
+            ) -> None:
+    """Refuse a degenerate step before anything divides by it (arithmetic, no loop)."""
+    if step <= 0:
+        raise _refuse(name, f"{label}: step must be > 0")
+    if not integer and step < MIN_STEP:
+        raise _refuse(name, f"{label}: step {step!r} is below {MIN_STEP:g} (gene values are "
+                            "rounded to 6 decimals)")
+    count = (high - low) / step + 1  # a float: inf or huge for a step far below the range
+    if not math.isfinite(count) or count > MAX_POINTS:
+        raise _refuse(name, f"{label}: step {step!r} gives {count:.3g} values from {low} to "
+                            f"{high}: at most {MAX_POINTS} (use a larger step)")
 
 
 def _gene_from_option(base: Gene, spec: Any) -> Gene:
@@ -119,7 +173,9 @@ def _gene_from_option(base: Gene, spec: Any) -> Gene:
     label = f"[search.options.genes] {name}"
     if isinstance(spec, list):
         if not spec:
-            raise UserError(f"{label} is empty: give at least one value")
+            raise _refuse(name, f"{label} is empty: give at least one value")
+        if len(spec) > MAX_VALUES:
+            raise _refuse(name, f"{label} has {len(spec)} values: at most {MAX_VALUES}")
         values = list(spec)
         if name == "target_modules":
             values = []
@@ -127,46 +183,51 @@ def _gene_from_option(base: Gene, spec: Any) -> Gene:
                 modules = item.split(",") if isinstance(item, str) else item
                 if (not isinstance(modules, list) or not modules
                         or not all(isinstance(m, str) and m for m in modules)):
-                    raise UserError(f"{label}: each value is a list of module names, "
-                                    f"got {item!r}")
+                    raise _refuse(name, f"{label}: each value is a list of module "
+                                        f"names, got {item!r}")
                 values.append(",".join(sorted(set(modules))))
         elif name == "kind":
             bad = [v for v in values if v not in ("lora", "dora")]
             if bad:
-                raise UserError(f"{label}: {bad[0]!r} is not an adapter kind (lora, dora)")
+                raise _refuse(name, f"{label}: {bad[0]!r} is not an adapter kind (lora, dora)")
         elif not all(_is_number(v) for v in values):
-            raise UserError(f"{label}: every value must be a number, got {values!r}")
+            raise _refuse(name, f"{label}: every value must be a number, got {values!r}")
         elif base.integer or name == "rank":
             if not all(float(v).is_integer() for v in values):
-                raise UserError(f"{label}: every value must be an integer")
+                raise _refuse(name, f"{label}: every value must be an integer")
             values = [int(v) for v in values]
         else:
             values = [float(v) for v in values]
         values = list(dict.fromkeys(values))
+        for value in values:
+            _fits(base, label, value)
         return Gene(name, base.feature, base.key, choices=tuple(values),
                     integer=base.integer)
     if isinstance(spec, Mapping):
         if base.choices is not None:
-            raise UserError(f"{label} is a list of choices, not a range")
+            raise _refuse(name, f"{label} is a list of choices, not a range")
         unknown = sorted(set(spec) - {"low", "high", "step"})
         if unknown:
-            raise UserError(f"{label}: unknown field '{unknown[0]}' (low, high, step)")
+            raise _refuse(name, f"{label}: unknown field '{unknown[0]}' (low, high, step)")
         low, high = spec.get("low", base.low), spec.get("high", base.high)
         step = spec.get("step", base.step)
         if not all(_is_number(v) for v in (low, high, step)):
-            raise UserError(f"{label}: low, high and step must be numbers")
+            raise _refuse(name, f"{label}: low, high and step must be finite numbers")
         if low > high:
-            raise UserError(f"{label} is an empty range: low {low} > high {high}")
-        if step <= 0:
-            raise UserError(f"{label}: step must be > 0")
+            raise _refuse(name, f"{label} is an empty range: low {low} > high {high}")
         if base.integer and not all(float(v).is_integer() for v in (low, high, step)):
-            raise UserError(f"{label}: low, high and step must be integers")
-        if not math.isclose(((high - low) / step) % 1.0, 0.0, abs_tol=1e-9) and not \
-                math.isclose(((high - low) / step) % 1.0, 1.0, abs_tol=1e-9):
-            raise UserError(f"{label}: high - low must be a multiple of step")
+            raise _refuse(name, f"{label}: low, high and step must be integers")
+        for value in (low, high):
+            _fits(base, label, int(value) if base.integer else value)
+        _points(label, name, low, high, step, base.integer)
+        span = (high - low) / step  # a whole number of steps, at least one unless low == high
+        if (abs(span - round(span)) > 1e-9 * max(1.0, span)
+                or (base.integer and (int(high) - int(low)) % int(step))
+                or (high > low and round(span) < 1)):
+            raise _refuse(name, f"{label}: high - low must be a multiple of step")
         return Gene(name, base.feature, base.key, low=low, high=high, step=step,
                     integer=base.integer)
-    raise UserError(f"{label} must be a list of values or a table {{low, high, step}}")
+    raise _refuse(name, f"{label} must be a list of values or a table {{low, high, step}}")
 
 
 @dataclass(frozen=True)
@@ -187,11 +248,11 @@ class GeneSpace:
                 if name in DEFAULTS:
                     why = ("it takes no adapters" if name in HEAVY
                            else f"it honours only {', '.join(knobs)}")
-                    raise UserError(f"[search.options.genes] {name}: model '{backend}' does "
-                                    f"not use this gene ({why})")
-                raise UserError(f"[search.options.genes] has an unknown gene '{name}'"
-                                f"{did_you_mean(name, list(DEFAULTS))} (genes: "
-                                f"{', '.join(DEFAULTS)})")
+                    raise _refuse(name, f"[search.options.genes] {name}: model '{backend}' "
+                                        f"does not use this gene ({why})")
+                raise _refuse(name, f"[search.options.genes] has an unknown gene '{name}'"
+                                    f"{did_you_mean(name, list(DEFAULTS))} (genes: "
+                                    f"{', '.join(DEFAULTS)})")
         genes = []
         for name in names:
             gene = DEFAULTS[name]

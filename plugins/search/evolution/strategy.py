@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from coral_core import plugins
 from coral_core.blueprints import DatasetBlueprint
+from coral_core.config_schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.factories import build_dataset, model_entry, parse_model_spec
 
@@ -34,6 +35,13 @@ from .training import AdapterTrainer, training_options
 
 STATE_VERSION = 1
 DEFAULT_GATES = {"syntax": [0.0, 0.5]}
+# What a search may ask for (docs/evolution.md). Every genome stays in the saved state
+# (replayed into Optuna on resume), so the state grows with population x generations.
+MAX_POPULATION = 1000  # NSGA-II's non-dominated sort is quadratic in it
+MAX_GENERATIONS = 1000
+MAX_GENOMES = 10_000  # population x generations
+MAX_TOKENS = 10 ** 12  # a stop budget: more than any run generates
+MAX_TRAIN_SECONDS = 366 * 86400  # a year
 
 
 def _evaluator_objectives(config: Mapping[str, Any]) -> list[str]:
@@ -46,9 +54,14 @@ def _evaluator_objectives(config: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def _integer(name: str, value: Any, least: int) -> int:
+def _integer(name: str, value: Any, least: int, most: int) -> int:
+    """An integer option in [least, most]; out of it, one line naming the key and bound."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise UserError(f"[search.options] {name} = {value!r}: must be an integer >= {least}")
+        raise OptionInvalid(("search", "options", name),
+                            f"[search.options] {name} = {value!r}: must be an integer >= {least}")
+    if value > most:
+        raise OptionInvalid(("search", "options", name),
+                            f"[search.options] {name} = {value!r}: must be an integer <= {most}")
     return value
 
 
@@ -71,13 +84,19 @@ class EvolutionSearch:
                  max_tokens: int = 0, max_train_seconds: float = 0.0) -> None:
         if config is None:
             raise UserError("search strategy 'evolution' needs the run's configuration")
-        self.population = _integer("population", population, 2)
-        self.generations = _integer("generations", generations, 1)
-        self.max_tokens = _integer("max_tokens", max_tokens, 0)
+        self.population = _integer("population", population, 2, MAX_POPULATION)
+        self.generations = _integer("generations", generations, 1, MAX_GENERATIONS)
+        if self.population * self.generations > MAX_GENOMES:
+            raise OptionInvalid(("search", "options", "population"), (
+                f"[search.options] population x generations = {self.population} x "
+                f"{self.generations}: at most {MAX_GENOMES} genomes (each is kept in the "
+                "run's saved search state)"))
+        self.max_tokens = _integer("max_tokens", max_tokens, 0, MAX_TOKENS)
         if (isinstance(max_train_seconds, bool) or not isinstance(max_train_seconds, (int, float))
-                or max_train_seconds < 0):
-            raise UserError(f"[search.options] max_train_seconds = {max_train_seconds!r}: "
-                            "must be a number >= 0")
+                or not 0 <= max_train_seconds <= MAX_TRAIN_SECONDS):
+            raise OptionInvalid(("search", "options", "max_train_seconds"), (
+                f"[search.options] max_train_seconds = {max_train_seconds!r}: must be a "
+                f"number in [0, {MAX_TRAIN_SECONDS}] (0: none)"))
         self.max_train_seconds = float(max_train_seconds)
         self.seed = int(seed)
 
@@ -151,6 +170,19 @@ class EvolutionSearch:
             if overlap:
                 raise UserError(f"problem '{overlap[0]}' is both trained on and scored: "
                                 "choose problems outside the training set")
+
+    def probes(self) -> list[tuple[str, dict[str, Any]]]:
+        """(label, overrides) for each gene's ends and choices: the runner plans each one
+        before the run directory exists, as it does every value of `[search.space]`."""
+        found = []
+        for gene in self.space.genes:
+            if gene.key is None:
+                continue
+            values = gene.choices if gene.choices is not None else (gene.low, gene.high)
+            for value in dict.fromkeys(gene.clean(v) for v in values):
+                found.append((f"[search.options.genes] {gene.name} = {value!r}",
+                              {gene.key: value}))
+        return found
 
     def _new_selection(self) -> Selection:
         return Selection(self.space.distributions(), self.objectives, self.population,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from coral_core.config_schema import INT_BOUND, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.types import AdapterGenes
 
@@ -33,22 +34,38 @@ class Adapter:
     trained: bool  # trained by this call (False: a cache hit)
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and v == v  # not NaN
+
+
+# Each key's check and its bounds in words (docs/evolution.md): large enough for any real
+# fine-tune, small enough that a typo cannot ask for years of training.
+CHECKS: dict[str, tuple[Any, str]] = {
+    "steps": (lambda v: isinstance(v, int) and 0 <= v <= 1_000_000,
+              "an integer in [0, 1000000]"),
+    "epochs": (lambda v: _number(v) and 0 < v <= 1000, "a number in (0, 1000]"),
+    "learning_rate": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "batch_size": (lambda v: isinstance(v, int) and 1 <= v <= 4096,
+                   "an integer in [1, 4096]"),
+    "max_length": (lambda v: isinstance(v, int) and 8 <= v <= 1_048_576,
+                   "an integer in [8, 1048576]"),
+    "seed": (lambda v: v is None or (isinstance(v, int) and 0 <= v < INT_BOUND),
+             "an integer in [0, 2**63 - 1]"),
+    "cache_dir": (lambda v: isinstance(v, str), "a folder"),
+}
+
+
 def training_options(options: Mapping[str, Any], run_seed: int) -> dict[str, Any]:
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
         raise UserError(f"[search.options.training] has an unknown key '{unknown[0]}' "
                         f"(keys: {', '.join(DEFAULTS)})")
     merged = {**DEFAULTS, **options}
-    checks = {"steps": lambda v: isinstance(v, int) and v >= 0,
-              "epochs": lambda v: isinstance(v, (int, float)) and v > 0,
-              "learning_rate": lambda v: isinstance(v, (int, float)) and v > 0,
-              "batch_size": lambda v: isinstance(v, int) and v >= 1,
-              "max_length": lambda v: isinstance(v, int) and v >= 8,
-              "seed": lambda v: v is None or isinstance(v, int),
-              "cache_dir": lambda v: isinstance(v, str)}
-    for key, ok in checks.items():
+    for key, (ok, what) in CHECKS.items():
         if isinstance(merged[key], bool) or not ok(merged[key]):
-            raise UserError(f"[search.options.training] {key} = {merged[key]!r} is not valid")
+            raise OptionInvalid(("search", "options", "training", key),
+                                f"[search.options.training] {key} = {merged[key]!r} is not "
+                                f"valid: {what}")
     if merged["seed"] is None:
         merged["seed"] = run_seed
     return merged
