@@ -64,7 +64,8 @@ MEANINGS: dict[str, dict[str, str]] = {
         "rank_by": "What names the best trial: `fitness`, an objective, or `pass@K`.",
         "space": "`\"section.key\" = [values]` (or `{low, high}` ranges for random): the "
                  "dimensions a search varies.",
-        "budget": "Most trials a strategy proposes; 0 = the strategy's default.",
+        "budget": "Most trials a strategy proposes (at most 100000); 0 = the strategy's "
+                  "default.",
         "options": "Keyword arguments for the strategy's factory.",
     },
     "execution": {
