@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -14,6 +15,8 @@ from coral_core.runner import Interrupted, check_run, execute, prepare
 
 from .output import note, print_json, reserve_stdout, show_results
 from .progress import progress_for
+
+log = logging.getLogger("coral")
 
 
 def run(
@@ -107,6 +110,8 @@ def run(
             raise
     else:
         resolved = launch.resolve_fresh(plugin, config, flags, model_arg or ())
+        for line in resolved.notes:
+            log.warning("%s", line)
         config_used = resolved.config
         run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]
                    else default_run_dir(config_used))

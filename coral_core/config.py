@@ -34,7 +34,7 @@ from .config_schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check, check_
 from .errors import UserError
 
 __all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "Layer", "validate", "read_file", "merge",
-           "locate", "override_layer", "resolve", "digest", "absolute_paths", "dump",
+           "locate", "sets", "override_layer", "resolve", "digest", "absolute_paths", "dump",
            "loads_resolved"]
 
 # Keys that may differ when a run is relocated (resumed elsewhere): not part of its digest.
@@ -90,7 +90,8 @@ class Layer(dict):
         self.text = text
 
 
-def _sets(layer: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+def sets(layer: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether `layer` gives a value at `path`."""
     value: Any = layer
     for part in path:
         if not isinstance(value, Mapping) or part not in value:
@@ -103,7 +104,7 @@ def locate(layers: Sequence[Mapping[str, Any]], path: tuple[str, ...]) -> str:
     """Where the value at `path` comes from: the last layer that sets it, as 'FILE (line
     N)', 'command line' or "experiment 'NAME'"; 'the defaults' when no layer does."""
     for layer in reversed(layers):
-        if _sets(layer, path):
+        if sets(layer, path):
             origin = getattr(layer, "origin", "") or "configuration"
             return _where(origin, getattr(layer, "text", ""), path)
     return "the defaults"

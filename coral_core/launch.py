@@ -71,10 +71,12 @@ def flag_layer(**flags: Any) -> configuration.Layer:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A fresh run's configuration and the layers it was merged from."""
+    """A fresh run's configuration, the layers it was merged from, and what the run should
+    say once about how they combined (a preset's search narrowed by the user's settings)."""
 
     config: dict[str, Any]
     layers: tuple[Mapping[str, Any], ...]
+    notes: tuple[str, ...] = ()
 
     def where(self, path: tuple[str, ...]) -> str:
         return configuration.locate(self.layers, path)
@@ -85,8 +87,9 @@ def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[s
     """preset < file < flags, `--model-arg`s typed by the chosen model's options, paths
     made absolute against `cwd`."""
     layers: list[Mapping[str, Any]] = []
-    if plugin is not None:
-        layers.append(experiment_preset(plugin))
+    preset = experiment_preset(plugin) if plugin is not None else None
+    if preset is not None:
+        layers.append(preset)
     if config_file is not None:
         layers.append(configuration.read_file(config_file))
     if not layers:
@@ -100,7 +103,49 @@ def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[s
         layers.append(configuration.validate({"model": {"options": options}},
                                              "command line"))
     merged = configuration.merge(*layers)
-    return Resolved(configuration.absolute_paths(merged, cwd or Path.cwd()), tuple(layers))
+    notes = _user_settings_win(merged, preset, layers[1 if preset is not None else 0:])
+    return Resolved(configuration.absolute_paths(merged, cwd or Path.cwd()), tuple(layers),
+                    tuple(notes))
+
+
+def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,
+                       user: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What a user sets explicitly beats a search that would vary it: a key a flag sets
+    leaves every space, a key the file sets leaves the preset's; a file that names another
+    strategy than the preset's, or gives an empty [search] space, drops the preset's space;
+    a grid or random search left with no dimension runs once. Returns the lines that say
+    so (a silent 16-trial grid is a large bill with a real model)."""
+    search = merged["search"]
+    if not search["space"]:
+        return []
+    preset_search = (preset or {}).get("search", {})
+    user_space: dict[str, Any] = {}
+    cleared = False
+    for layer in user:
+        given = layer.get("search", {})
+        if "space" in given:
+            cleared = cleared or not given["space"]
+            user_space = {} if not given["space"] else {**user_space, **given["space"]}
+        if preset_search.get("space") and given.get(
+                "strategy", preset_search.get("strategy")) != preset_search.get("strategy"):
+            cleared = True
+    notes = []
+    if cleared and preset_search.get("space"):
+        notes.append("the preset's search space is dropped (the configuration names its own "
+                     "strategy or an empty space)")
+    space = dict(user_space) if cleared else dict(search["space"])
+    flags = [layer for layer in user if getattr(layer, "origin", "") == "command line"]
+    for key in list(space):
+        setters = flags if key in user_space else user
+        if any(configuration.sets(layer, configuration.parse_path(key)) for layer in setters):
+            del space[key]
+            notes.append(f"{key} is set explicitly, so the {search['strategy']} search "
+                         "does not vary it")
+    search["space"] = space
+    if not space and search["strategy"] in ("grid", "random"):
+        search["strategy"] = "single"
+        notes.append("no search dimension is left: one configuration runs")
+    return notes
 
 
 def refuse_with_resume(given: Mapping[str, Any]) -> None:
