@@ -35,8 +35,10 @@ def _number(text: str, kind: type) -> Any:
     return kind(text)
 
 
-def _check_depth(value: Any, where: str) -> Any:
-    """Iteratively (a recursive walk would fail on the document it guards against)."""
+def _check_depth(value: Any, where: str, int_range: bool = False) -> Any:
+    """Iteratively (a recursive walk would fail on the document it guards against).
+    `int_range`: integers within 2**63 as TOML defines them (JSON from other programs
+    holds larger ones: Hugging Face configs write model_max_length = 1e30 as an integer)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -45,7 +47,8 @@ def _check_depth(value: Any, where: str) -> Any:
                 raise DecodeError(f"{where}: nested deeper than {MAX_DEPTH} levels")
             stack.extend((child, depth + 1)
                          for child in (item.values() if isinstance(item, dict) else item))
-        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_INT:
+        elif (int_range and isinstance(item, int) and not isinstance(item, bool)
+              and abs(item) > MAX_INT):
             raise DecodeError(f"{where}: an integer out of range (at most 2**63)")
     return value
 
@@ -72,7 +75,7 @@ def toml_document(text: str, where: str) -> dict[str, Any]:
         raise DecodeError(f"{where}: {_short(error)}") from None
     except ValueError:  # an integer past int()'s digit limit
         raise DecodeError(f"{where}: an integer out of range (at most 2**63)") from None
-    return _check_depth(value, where)
+    return _check_depth(value, where, int_range=True)
 
 
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:

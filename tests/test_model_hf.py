@@ -191,6 +191,20 @@ def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode != 0 and "UserError: hf model: cannot resolve 'coral/tiny'" in out.stderr
 
+    # a hub that does not answer, without HF_HUB_OFFLINE: the cache serves, with no retries
+    env = {k: v for k, v in env.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_HOME=str(tmp_path), HF_ENDPOINT="http://127.0.0.1:9")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])[2] == text
+    env["HF_HOME"] = str(tmp_path / "empty")
+    cli = subprocess.run([str(Path(sys.executable).with_name("coral")), "run", "--plugin",
+                          "quixbugs", "--model", "hf:coral/tiny", "--limit", "1", "--samples",
+                          "1", "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert "coral/tiny" in cli.stderr and not (tmp_path / "run").exists()
+
 
 # -- generation -----------------------------------------------------------------------
 

@@ -16,13 +16,17 @@ read by torch's `weights_only` unpickler (transformers' default).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import pickle  # nosec B403 - only to recognise torch's refusal of a pickle, never to load
 import re
+import socket
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from urllib.parse import urlsplit
 
 from coral_core.decoding import DecodeError, json_value
 from coral_core.errors import UserError
@@ -54,6 +58,13 @@ class ModelSource:
     local: bool
     revision: str | None = None
 
+    @property
+    def cache_only(self) -> bool:
+        """Load from the local cache without asking the hub: a local directory, the hub
+        client's own offline setting, or a hub that does not answer (one quick probe instead
+        of the client's retries, about a minute, before the same error)."""
+        return self.local or _hub_offline()
+
 
 def resolve_source(target: str, revision: str | None = None) -> ModelSource:
     """Tell a local model directory from a hub id, failing early on a path that is no model."""
@@ -69,6 +80,34 @@ def resolve_source(target: str, revision: str | None = None) -> ModelSource:
     if target.startswith((".", "/", "~")) or not _HUB_ID.match(target):
         raise UserError(f"hf model: no such model directory: {target}")
     return ModelSource(target, local=False, revision=revision)
+
+
+_HUB_PROBE_SECONDS = 3.0
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return True
+    endpoint = urlsplit(constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    answered: list[bool] = []
+
+    def probe() -> None:
+        with contextlib.suppress(OSError):
+            socket.create_connection((endpoint.hostname or "", port),
+                                     timeout=_HUB_PROBE_SECONDS).close()
+            answered.append(True)
+
+    thread = threading.Thread(target=probe, daemon=True)  # a resolver may hang past timeout
+    thread.start()
+    thread.join(_HUB_PROBE_SECONDS)
+    if not answered:
+        log.info("hf model: %s does not answer; loading from the local cache only",
+                 endpoint.hostname)
+    return not answered
 
 
 def resolve_device(device: str | None) -> str:
@@ -109,7 +148,8 @@ def load_tokenizer(source: ModelSource, *, trust_remote_code: bool = False) -> A
     try:
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(
-                source.location, revision=source.revision, trust_remote_code=trust_remote_code
+                source.location, revision=source.revision, trust_remote_code=trust_remote_code,
+                local_files_only=source.cache_only,
             )
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
@@ -134,7 +174,7 @@ def load_model(
             model = AutoModelForCausalLM.from_pretrained(
                 source.location, revision=source.revision, dtype=dtype,
                 device_map=device if device != "cpu" else None,
-                trust_remote_code=trust_remote_code,
+                trust_remote_code=trust_remote_code, local_files_only=source.cache_only,
             )
         if device == "cpu":
             model.to(device)
@@ -224,7 +264,8 @@ def _meta_model(source: ModelSource, dtype: "torch.dtype", trust_remote_code: bo
     try:
         with quiet_transformers():
             config = AutoConfig.from_pretrained(source.location, revision=source.revision,
-                                                trust_remote_code=trust_remote_code)
+                                                trust_remote_code=trust_remote_code,
+                                                local_files_only=source.cache_only)
         with quiet_transformers(), torch.device("meta"):
             return AutoModelForCausalLM.from_config(config, dtype=dtype,
                                                     trust_remote_code=trust_remote_code)
@@ -269,6 +310,7 @@ def available_memory(device: str) -> int | None:
 
 def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     """A JSON object from `path`, read under `limit` bytes; anything else is a UserError."""
+    _check_size(path, limit, "file")  # the size in the message users already know
     text = read_bytes(path, limit=limit, what="hf model file")
     try:
         data = json_value(text, "content")
