@@ -21,7 +21,7 @@ from .config_schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from .decoding import json_value
 from .errors import UserError
 from .factories import (build_dataset, build_executor, check_executor, check_model,
-                        check_scoring)
+                        check_scoring, model_entry)
 from .protocols import Dataset, Executor, SearchStrategy
 from .rundir import SUMMARY_FILE, RunInfo
 from .atomic import write_text_atomic
@@ -193,7 +193,10 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
     check_executor(config["execution"])
     strategy = build_strategy(config, where)
     planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
-    planner.plan(0, {})
+    base = planner.plan(0, {})
+    answers = getattr(model_entry(config["model"]).factory, "check_tasks", None)
+    if callable(answers):  # tasks the model cannot answer (no reference to give...)
+        answers(base.tasks)
     for key, values in config["search"]["space"].items():
         for value in _probe_values(values):
             try:

@@ -75,7 +75,11 @@ class LocalExecutor:
     def prepare_model(self, model: ModelBlueprint, adapters: Sequence[str] = ()) -> None:
         """Build the model now and check the adapters, where the model can: a broken
         adapter is refused before any work, not at the first batch."""
-        check = getattr(self.model(model), "prepare_adapter", None)
+        built = self.model(model)
+        ready = getattr(built, "check_ready", None)  # a server that answers, a key it takes
+        if callable(ready):
+            ready()
+        check = getattr(built, "prepare_adapter", None)
         if callable(check):
             for adapter in adapters:
                 check(adapter)

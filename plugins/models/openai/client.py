@@ -63,6 +63,8 @@ REPLY_BASE_BYTES = 1 << 20
 # ...and this much per token asked for (JSON-escaped text, per-token fields).
 REPLY_BYTES_PER_TOKEN = 256
 ERROR_BODY_BYTES = 64 * 1024  # what is read of an error reply, for its excerpt
+READY_SECONDS = 10.0  # the check before a run: connect and first byte
+READY_ATTEMPTS = 2
 
 
 class OpenAIRequestError(UserError):
@@ -276,6 +278,27 @@ class OpenAIModel:
             connections=self.options.concurrency, auth=_EnvKeyAuth(self.options.api_key_env),
             headers={"User-Agent": "coral-openai", "Accept-Encoding": "gzip, deflate"},
         )
+
+    def check_ready(self) -> None:
+        """One quick request (GET /models, no retries) before a run creates its folder: a
+        server that does not answer, or refuses the key, is one line now, not a run
+        directory left after the first batch's retries. Any HTTP answer but 401/403 will
+        do (some servers have no /models)."""
+        for attempt in range(READY_ATTEMPTS):  # a refused connection is final at once
+            try:
+                with self._http().stream("GET", "/models", timeout=READY_SECONDS) as response:
+                    status = response.status_code
+                    detail = self._error_excerpt(response) if status in (401, 403) else ""
+                break
+            except httpx.HTTPError as error:
+                if isinstance(error, httpx.ConnectError) or attempt == READY_ATTEMPTS - 1:
+                    reason = self._clean(str(error) or type(error).__name__)
+                    raise UserError(f"openai: {self.options.base_url} does not answer "
+                                    f"({reason}); start the server, or fix --base-url / "
+                                    "OPENAI_BASE_URL") from None
+        if status in (401, 403):
+            raise UserError(f"openai: {self.options.base_url} refused the API key (HTTP "
+                            f"{status}: {detail}); set {self.options.api_key_env}")
 
     def reply_cap(self, count: int, max_new_tokens: int) -> int:
         """Most bytes a reply of `count` samples of `max_new_tokens` tokens may take, sent

@@ -31,6 +31,7 @@ class ReferenceModel:
         self.dataset = dataset
         self._references: dict[str, str] = {}
         self._searched: set[str] = set()
+        self._empty: set[str] = set()  # tasks whose reference may be "" (an empty infill)
         self._lock = threading.Lock()
 
     def _load(self, task_id: str) -> str | None:
@@ -46,6 +47,8 @@ class ReferenceModel:
             self._searched.add(split)
             for task in tasks:
                 self._references.setdefault(task.id, task.reference)
+                if task.candidate_kind == "completion":  # an empty completion is an answer
+                    self._empty.add(task.id)
             if task_id in self._references:
                 break
         return self._references.get(task_id)
@@ -58,7 +61,7 @@ class ReferenceModel:
         if found is None:
             raise UserError(f"reference: data set '{self.dataset.name}' has no task "
                             f"'{task_id}'")
-        if not found:
+        if not found and task_id not in self._empty:
             raise UserError(f"reference: task '{task_id}' of data set '{self.dataset.name}' "
                             "has no reference solution")
         return found
@@ -74,6 +77,22 @@ def create_reference(target: str = "", *, dataset: Any = None) -> ReferenceModel
         raise UserError(f"reference: takes no target (use --model reference, not "
                         f"reference:{target})")
     return ReferenceModel(dataset)
+
+
+def check_tasks(tasks: Sequence[Any]) -> None:
+    """Before the run directory exists: every task must have a reference to give (an
+    empty completion is one), or the run would fail at its first batch."""
+    missing = [task.id for task in tasks
+               if not task.reference and task.candidate_kind != "completion"]
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3
+                                          else "")
+        raise UserError(f"reference: {len(missing)} task(s) have no reference solution to "
+                        f"give ({shown}); --model reference cannot answer them: use a model "
+                        "that writes them (--model hf:PATH_OR_ID or --model openai:MODEL)")
+
+
+create_reference.check_tasks = check_tasks  # type: ignore[attr-defined]
 
 
 @hookimpl
