@@ -25,6 +25,7 @@ class RichProgress:
         )
         self._tasks: dict[str, TaskID] = {}
         self._notes: dict[str, str] = {}
+        self._label = ""
 
     def __enter__(self) -> "RichProgress":
         self._progress.start()
@@ -33,8 +34,17 @@ class RichProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
+    def label(self, text: str) -> None:
+        """Which trials the bars count now (a search runs several)."""
+        self._label = text
+        for phase in self._tasks:
+            self.note(phase, self._notes.get(phase, ""))
+
+    def _shown(self, phase: str) -> str:
+        return " - ".join(filter(None, (self._label, self._notes.get(phase, ""))))
+
     def start(self, phase: str, total: int, done: int = 0) -> None:
-        note = self._notes.get(phase, "")
+        note = self._shown(phase)
         if phase in self._tasks:
             self._progress.reset(self._tasks[phase], total=total, completed=done, note=note)
         else:
@@ -50,7 +60,7 @@ class RichProgress:
         """What the phase waits for ('' clears it); may come before `start`."""
         self._notes[phase] = text
         if phase in self._tasks:
-            self._progress.update(self._tasks[phase], note=text)
+            self._progress.update(self._tasks[phase], note=self._shown(phase))
 
 
 class PlainProgress:
@@ -61,12 +71,18 @@ class PlainProgress:
         self.every = every
         self._state: dict[str, dict[str, float]] = {}
         self._notes: dict[str, str] = {}
+        self._label = ""
 
     def __enter__(self) -> "PlainProgress":
         return self
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+    def label(self, text: str) -> None:
+        """Which trials the next lines are about ('trial 3: generate: 0/24')."""
+        self._label = text
+        self._state.clear()  # the last trial's counts are not this one's
 
     def start(self, phase: str, total: int, done: int = 0) -> None:
         self._state[phase] = {"total": total, "done": done, "printed": 0.0}
@@ -89,7 +105,8 @@ class PlainProgress:
         state = self._state[phase]
         state["printed"] = time.monotonic()
         note = self._notes.get(phase)
-        sys.stderr.write(f"{phase}: {int(state['done'])}/{int(state['total'])}"
+        label = f"{self._label}: " if self._label else ""
+        sys.stderr.write(f"{label}{phase}: {int(state['done'])}/{int(state['total'])}"
                          f"{f' ({note})' if note else ''}\n")
         sys.stderr.flush()
 

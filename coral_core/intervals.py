@@ -51,7 +51,8 @@ def bootstrap(columns: Mapping[str, Sequence[float]], seed: int,
 def shown_ks(pass_ks: Sequence[str]) -> list[str]:
     """The pass@k columns a table shows and intervals are drawn for: the SHOWN_K ones and
     the largest k (with 4 samples: pass@1, pass@2 and pass@4)."""
-    return [k for k in pass_ks if int(k) in SHOWN_K or k == pass_ks[-1]] if pass_ks else []
+    ordered = sorted(pass_ks, key=int)  # a summary read back may hold them as text-sorted
+    return [k for k in ordered if int(k) in SHOWN_K or k == ordered[-1]]
 
 
 def summary_intervals(problems: Sequence[Mapping[str, Any]], pass_ks: Sequence[str],

@@ -320,10 +320,16 @@ def _run_batch(info: RunInfo, session: Session, store: RunStore, progress: Progr
     width = min(len(plans), max(1, int(getattr(executor, "parallel_trials", 1) or 1)))
     if width > 1 and len({(p.model.digest, p.scoring.digest) for p in plans}) > 1:
         width = 1
+    label = getattr(progress, "label", None)  # which trials a progress line is about
+    several = len(store.trials()) > 1
     if width <= 1:
         for plan in plans:
+            if callable(label) and several:
+                label(f"trial {plan.number}")
             _run_trial(info, plan, store, executor, progress, lifecycle)
         return
+    if callable(label):
+        label(f"trials {plans[0].number}-{plans[-1].number}")
     shared = SharedProgress(progress)
     pool = ThreadPoolExecutor(width, thread_name_prefix="coral-trial")
     try:

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 
 class Progress(Protocol):
-    """What a run reports as it goes; `note` (optional) says what a phase waits for."""
+    """What a run reports as it goes; `note` (optional) says what a phase waits for, `label`
+    (optional) which trials it is counting."""
 
     def start(self, phase: str, total: int, done: int = 0) -> None: ...
 

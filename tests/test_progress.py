@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
+from conftest import coral_env, run_coral
 from coral_cli.progress import PlainProgress, RichProgress
 from coral_core import config as configuration
 from coral_core.factories import experiment_preset
@@ -94,3 +95,18 @@ def test_a_phase_already_complete_stops_its_clock():
     generate, evaluate = progress._progress.tasks
     assert generate.finished and generate.finished_time is not None
     assert not evaluate.finished
+
+
+def test_plain_progress_says_which_trial_each_line_is_about(tmp_path, data_dir):
+    config = tmp_path / "grid.toml"
+    config.write_text('[search]\nstrategy = "grid"\n[search.space]\n'
+                      '"model.temperature" = [0.2, 0.4]\n')
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "reference", "--config",
+                       str(config), "--limit", "1", "--samples", "2", "--out",
+                       str(tmp_path / "run"), env=coral_env(data_dir))
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if ": generate: " in line
+             or ": evaluate: " in line]
+    assert {line.split(":")[0] for line in lines} == {"trial 0", "trial 1"}
+    first = next(line for line in lines if line.startswith("trial 1: generate"))
+    assert first.startswith("trial 1: generate: 0/2"), "trial 0's counts were shown as 1's"
