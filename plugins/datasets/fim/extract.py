@@ -25,9 +25,21 @@ from typing import Callable
 Extractor = Callable[[str, str, str, str], str]
 EXTRACTORS: dict[str, Extractor] = {}
 _OPEN, _CLOSE = "([{", ")]}"
-# A string literal; an unclosed one runs to the end of the line (a scan for a closer that
-# never comes, retried from every later quote, is quadratic on a long hostile line).
-_LITERAL = re.compile(r"\"(?:\\[\s\S]|[^\"\\])*(?:\"|\Z)|'(?:\\[\s\S]|[^'\\])*(?:'|\Z)")
+_BRACKETS = _OPEN + _CLOSE
+# A string literal of one line; an unclosed one runs to the end of the line, a lone
+# backslash ending it included. The pattern succeeds once it starts (a literal that needed a
+# character after a final backslash failed there and was retried from every later quote:
+# quadratic on a long hostile line). It reads the line with its backslash pairs made inert
+# (`_unpair`), so a character is escaped exactly when a backslash precedes it: a lazy scan
+# with a one-character look-behind, no group repeated per character.
+_LITERAL = re.compile(r"\"[\s\S]*?(?:(?<!\\)\"|\Z)|'[\s\S]*?(?:(?<!\\)'|\Z)")
+_LINE_COMMENT = re.compile(r"(#|//).*")
+# The pieces of a reply that decide where its first statement ends; the rest is skipped.
+# Python: newlines (with the blanks after them: the first one decides), runs of brackets
+# (counted at once) and runs of other text (their last character is the last one seen).
+# Java: runs of `(`/`)`/`[`/`]` (which never end it), and runs of `{`, of `}` and of `;`.
+_STATEMENT = {"python": re.compile(r"\n\s*|[()\[\]{}]+|[^\s()\[\]{}]+"),
+              "java": re.compile(r"[()\[\]]+|\{+|\}+|;+")}
 
 
 def register_extractor(name: str, function: Extractor) -> None:
@@ -48,9 +60,22 @@ def _cut_suffix_echo(reply: str, suffix: str) -> str:
     return "".join(kept)
 
 
+def _unpair(text: str) -> str:
+    """`text` with each backslash pair (left to right) made two NULs: an odd run of
+    backslashes escapes the next character, and is now one backslash (as inert outside a
+    literal as the NULs are)."""
+    return text.replace("\\\\", "\0\0")
+
+
+def _before(text: str, stop: str) -> str:
+    """`text` up to the first `stop` (`text.split(stop)[0]` without making every piece)."""
+    cut = text.find(stop)
+    return text if cut < 0 else text[:cut]
+
+
 def _depth_changes(line: str) -> int:
-    code = _LITERAL.sub("", line)
-    code = re.sub(r"(#|//).*", "", code)
+    code = _LITERAL.sub("", _unpair(line))
+    code = _LINE_COMMENT.sub("", code)
     return sum(code.count(c) for c in _OPEN) - sum(code.count(c) for c in _CLOSE)
 
 
@@ -64,8 +89,7 @@ def _indent(line: str) -> int:
 
 
 def extract_python(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
-    text = _cut_suffix_echo(reply, suffix)
-    text = text.split("\n\n\n")[0]
+    text = _before(_cut_suffix_echo(reply, suffix), "\n\n\n")
     lines = text.split("\n")
     start_col = len(prefix.rsplit("\n", 1)[-1])
     base = start_col if not prefix.rsplit("\n", 1)[-1].strip() else None
@@ -91,8 +115,7 @@ def extract_python(reply: str, prefix: str, suffix: str, language: str = "python
 
 
 def extract_java(reply: str, prefix: str, suffix: str, language: str = "java") -> str:
-    text = _cut_suffix_echo(reply, suffix)
-    text = text.split("\n\n\n")[0]
+    text = _before(_cut_suffix_echo(reply, suffix), "\n\n\n")
     out: list[str] = []
     depth = 0
     for i, line in enumerate(text.split("\n")):
@@ -110,19 +133,45 @@ def extract_java(reply: str, prefix: str, suffix: str, language: str = "java") -
 
 
 def extract_statement(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
-    """Up to the end of the first complete statement."""
+    """Up to the end of the first complete statement: for Java the first `;`, `{` or `}` at
+    bracket depth 0 or less, otherwise the first newline there after some code whose last
+    character (before the newline) is not `:`, `\\` or `,`. One scan over runs of alike
+    characters (slicing the reply at every newline was quadratic)."""
+    if language == "java":
+        return _java_statement(reply)
     depth = 0
-    for i, ch in enumerate(reply):
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        if depth <= 0:
-            if language == "java" and ch in ";{}":
-                return reply[:i + 1]
-            if language != "java" and ch == "\n" and reply[:i].strip() and \
-                    not reply[:i].rstrip().endswith((":", "\\", ",")):
-                return reply[:i]
+    last = ""  # the last character seen that is not whitespace
+    for match in _STATEMENT["python"].finditer(reply):
+        token = match.group()
+        if token[0] == "\n":
+            if depth <= 0 and last and last not in ":\\,":
+                return reply[:match.start()]
+            continue
+        last = token[-1]
+        if token[0] in _BRACKETS:
+            depth += sum(map(token.count, _OPEN)) - sum(map(token.count, _CLOSE))
+    return reply
+
+
+def _java_statement(reply: str) -> str:
+    """Up to the first `;`, `{` or `}` after which the bracket depth is 0 or less."""
+    depth = 0
+    for match in _STATEMENT["java"].finditer(reply):
+        token, start = match.group(), match.start()
+        if token[0] == "{":  # the depth only grows: the first one decides
+            if depth + 1 <= 0:
+                return reply[:start + 1]
+            depth += len(token)
+        elif token[0] == "}":  # the first one after which the depth is 0 or less
+            first = max(depth - 1, 0)
+            if first < len(token):
+                return reply[:start + first + 1]
+            depth -= len(token)
+        elif token[0] == ";":
+            if depth <= 0:
+                return reply[:start + 1]
+        else:
+            depth += sum(map(token.count, "([")) - sum(map(token.count, ")]"))
     return reply
 
 

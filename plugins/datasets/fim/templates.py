@@ -34,7 +34,30 @@ class FimTemplate:
         return _fill(self.format, prefix, suffix)
 
     def parse(self, text: str) -> tuple[str, str] | None:
-        """(prefix, suffix) of a prompt written in this format, or None."""
+        """(prefix, suffix) of a prompt written in this format, or None.
+
+        The format is `head {A} middle {B} tail` ({A}, {B}: the first `{prefix}` and
+        `{suffix}`, in either order). As the regex `head(.*)middle(.*)tail` matched whole,
+        the first part is the longest that fits: the text starts with `head`, ends with
+        `tail`, and the last `middle` between them splits it. String tests and one `rfind`,
+        linear: the regex retried the second `.*` from every `middle` in the text, which
+        was quadratic on a prompt repeating a sentinel."""
+        parts = _split_format(self.format)
+        if parts is None:
+            return self._parse_regex(text)
+        head, first, middle, tail = parts
+        end = len(text) - len(tail)
+        if not (text.startswith(head) and text.endswith(tail) and end >= len(head)):
+            return None
+        cut = text.rfind(middle, len(head), end)
+        if cut < 0:
+            return None
+        one, two = text[len(head):cut], text[cut + len(middle):end]
+        return (one, two) if first == "{prefix}" else (two, one)
+
+    def _parse_regex(self, text: str) -> tuple[str, str] | None:
+        """The regex reading, for a format without both placeholders (its one `.*` group is
+        tried once from the end: linear)."""
         pattern = re.escape(self.format)
         pattern = pattern.replace(re.escape("{prefix}"), "(?P<prefix>.*)", 1)
         pattern = pattern.replace(re.escape("{suffix}"), "(?P<suffix>.*)", 1)
@@ -42,6 +65,17 @@ class FimTemplate:
         if not match:
             return None
         return match.group("prefix"), match.group("suffix")
+
+
+def _split_format(fmt: str) -> tuple[str, str, str, str] | None:
+    """(head, the first placeholder, middle, tail) around the first `{prefix}` and the first
+    `{suffix}` of `fmt`, or None when it lacks one of them."""
+    at = {name: fmt.find(name) for name in ("{prefix}", "{suffix}")}
+    if min(at.values()) < 0:
+        return None
+    first, second = sorted(at, key=at.__getitem__)
+    return (fmt[:at[first]], first, fmt[at[first] + len(first):at[second]],
+            fmt[at[second] + len(second):])
 
 
 def _fill(fmt: str, prefix: str, suffix: str) -> str:
