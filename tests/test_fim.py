@@ -62,7 +62,9 @@ def test_balanced_score_is_the_seed_formula_over_means():
     overall = metrics.overall(rows)
     es = (1.0 + metrics.edit_similarity("b = 2", "a = 1")) / 2
     expected = (es / 0.7 + 0.5 / 0.25 + 0.5 / 0.55) / 3
-    assert overall["balanced_score"] == pytest.approx(expected)
+    assert overall["balanced_seed_scale"] == pytest.approx(expected)
+    assert overall["balanced"] == pytest.approx(expected / metrics.BALANCED_MAX)
+    assert "balanced_score" not in overall, "one name, one meaning"
     # the per-task objective is normalised: mean x maximum = the seed's score
     mean_balanced = sum(r["balanced"] for r in rows) / 2
     assert mean_balanced * metrics.BALANCED_MAX == pytest.approx(expected)
