@@ -108,11 +108,11 @@ def note(text: str, style: str = "") -> None:
         sys.stdout.flush()
 
 
-def show_results(summary: Mapping[str, Any]) -> None:
+def show_results(summary: Mapping[str, Any], every_problem: bool = False) -> None:
     """What `coral run` and `coral report` print: the best trial's table, the trials, and
     whatever the search strategy renders of its own summary (a Pareto front...)."""
     if summary.get("problems"):
-        show(summary_grid(summary))
+        show(summary_grid(summary, every_problem))
     elif summary.get("partial"):
         note("no problem has a scored sample yet")
     if len(summary.get("trials", ())) > 1:

@@ -16,6 +16,8 @@ from .output import note, print_json, show_results
 def report(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory."),
     json_output: bool = typer.Option(False, "--json", help="Print the summary JSON."),
+    per_problem: bool = typer.Option(False, "--per-problem",
+                                     help="A row for every problem, however many."),
 ) -> None:
     """Per-problem and overall results of a run (read-only: safe beside a live run)."""
     summary = load_report(run_dir)
@@ -23,7 +25,7 @@ def report(
         print_json(summary)
         return
     try:
-        show_results(summary)
+        show_results(summary, every_problem=per_problem)
     except (TypeError, KeyError, AttributeError, ValueError, IndexError) as error:
         # check_summary covers what every table reads; a plugin's table may read more
         raise UserError(f"{run_dir}: the summary has an unexpected shape "

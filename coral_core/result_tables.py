@@ -45,9 +45,15 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def summary_grid(summary: Mapping[str, Any]) -> Grid:
-    """Per-problem rows, then the overall row and its 95% interval row."""
+MAX_PROBLEM_ROWS = 50  # more (a FIM set's hundreds of tasks) and the table shows the overall
+
+
+def summary_grid(summary: Mapping[str, Any], every_problem: bool = False) -> Grid:
+    """Per-problem rows (at most MAX_PROBLEM_ROWS unless `every_problem`: beyond that, the
+    aggregate is what a reader wants first, as lm-eval prints), then the overall row and
+    its 95% interval row."""
     problems = summary["problems"]
+    hidden = 0 if every_problem or len(problems) <= MAX_PROBLEM_ROWS else len(problems)
     names = list(summary.get("objectives", {}))
     succeeds = "pass_at_k" in summary
     ks = shown_ks(list(summary.get("pass_at_k", {})))
@@ -67,7 +73,7 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
     if errors:
         columns.append(Column("errors", "right"))
     rows = []
-    for p in problems:
+    for p in problems if not hidden else ():
         row = [p["problem"]] + (["yes" if p.get("seen_in_training") else ""] if seen else [])
         row.append(f"{p['c']}/{p['n']}" if "c" in p else str(p["n"]))
         row += [percent(p.get("pass_at_k", {}).get(k, 0.0)) for k in ks]
@@ -94,8 +100,14 @@ def summary_grid(summary: Mapping[str, Any]) -> Grid:
         if errors:
             row.append("")
         rows.append(tuple(row))
-    return Grid(title, tuple(columns), tuple(rows), _caption(summary, seen, errors),
-                rules=(len(problems),))
+    caption = _caption(summary, seen, errors)
+    if hidden:
+        where = f"'coral report {summary['run_dir']} --per-problem'" if summary.get("run_dir") \
+            else "--json"
+        caption = (f"{hidden} problems: the rows of each with {where} or 'coral export'; "
+                   + caption)
+    return Grid(title, tuple(columns), tuple(rows), caption,
+                rules=(len(problems),) if not hidden else ())
 
 
 def _caption(summary: Mapping[str, Any], seen: bool, errors: bool) -> str:

@@ -142,3 +142,15 @@ def test_every_sample_count_shows_its_largest_pass_at_k():
                "pass_at_k": ks, "objectives": {}, "fitness": 1.0, "fixed": 1}
     headers = [column.header for column in summary_grid(summary).columns]
     assert [h for h in headers if h.startswith("pass@")] == ["pass@1", "pass@2", "pass@4"]
+
+
+def test_hundreds_of_problems_show_the_aggregate_unless_asked():
+    problems = [{"problem": f"t{i:03d}", "n": 1, "pass_at_k": {}, "objectives": {"em": 1.0},
+                 "fitness": 1.0, "errors": 0} for i in range(200)]
+    summary = {"dataset": "fim", "split": "test", "model": "m", "samples": 1, "seed": 0,
+               "problems": problems, "objectives": {"em": 1.0}, "fitness": 1.0,
+               "run_dir": "/runs/x"}
+    short = summary_grid(summary)
+    assert [row[0] for row in short.rows] == ["overall"]
+    assert "200 problems" in short.caption and "--per-problem" in short.caption
+    assert len(summary_grid(summary, every_problem=True).rows) == 201
