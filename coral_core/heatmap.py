@@ -8,13 +8,13 @@ outlined. Without matplotlib the file is skipped and the log says why.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from .paired import ranking_figure
+from .result_tables import short_value
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ HEATMAP_FILE = "heatmap.png"
 
 
 def _label(value: Any) -> str:
-    return json.dumps(value) if not isinstance(value, str) else value
+    return short_value(value)
 
 
 def grid_of(summary: Mapping[str, Any]) -> tuple[str, str, list, list, dict] | None:

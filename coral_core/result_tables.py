@@ -136,7 +136,7 @@ def trials_grid(summary: Mapping[str, Any]) -> Grid:
                Column("pass@1", "right"), Column("fitness", "right"))
     rows = []
     for row in summary.get("trials", ()):
-        overrides = ", ".join(f"{k}={json.dumps(v)}" for k, v in row["overrides"].items())
+        overrides = short_overrides(row["overrides"])
         pass1 = row.get("pass_at_k", {}).get("1")
         rows.append((f"{row['trial']}{' *' if row['trial'] == best else ''}",
                      overrides or "(base)", row["status"],
@@ -144,6 +144,24 @@ def trials_grid(summary: Mapping[str, Any]) -> Grid:
                      number(row["fitness"]) if "fitness" in row else "-"))
     return Grid(f"trials (best by {rank_by})", columns, tuple(rows),
                 "* marks the best trial" if best is not None else "")
+
+
+def short_value(value: Any) -> str:
+    """A value as a person reads it in a table: 0.86, not 0.8599796663725433."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ",".join(short_value(v) for v in value) + "]"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def short_overrides(overrides: Mapping[str, Any]) -> str:
+    """'temperature=0.2, max_new_tokens=64': each key by its last part where that names it
+    alone among the row's keys (the full dotted key, and the exact values, are in the
+    summary's JSON)."""
+    lasts = [key.rsplit(".", 1)[-1] for key in overrides]
+    return ", ".join(f"{last if lasts.count(last) == 1 else key}={short_value(value)}"
+                     for (key, value), last in zip(overrides.items(), lasts))
 
 
 def _samples(summary: Mapping[str, Any]) -> str:

@@ -166,7 +166,7 @@ def test_report_prints_the_trial_table(tmp_path, env):
     report = run_coral("report", str(out), env={**env, "COLUMNS": "200"})
     assert report.returncode == 0, report.stderr
     assert "trials (best by fitness)" in report.stdout
-    assert 'model.temperature=0.2' in report.stdout and 'model.temperature=0.9' in report.stdout
+    assert 'temperature=0.2' in report.stdout and 'temperature=0.9' in report.stdout
     assert "best trial" in report.stdout  # the paired comparison with the runner-up
     assert json.loads(result.stdout)["best"]["runner_up"] is not None
 

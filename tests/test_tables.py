@@ -154,3 +154,11 @@ def test_hundreds_of_problems_show_the_aggregate_unless_asked():
     assert [row[0] for row in short.rows] == ["overall"]
     assert "200 problems" in short.caption and "--per-problem" in short.caption
     assert len(summary_grid(summary, every_problem=True).rows) == 201
+
+
+def test_trial_overrides_read_as_a_person_writes_them():
+    from coral_core.result_tables import short_overrides
+
+    assert short_overrides({"model.temperature": 0.8599796663725433,
+                            "model.max_new_tokens": 64}) == "temperature=0.86, max_new_tokens=64"
+    assert short_overrides({"a.rank": 8, "b.rank": [1.23456, "q"]}) == "a.rank=8, b.rank=[1.235,q]"
