@@ -122,6 +122,8 @@ def show_results(summary: Mapping[str, Any], every_problem: bool = False) -> Non
             note(verdict)
     search = summary.get("search")
     if isinstance(search, Mapping) and search.get("strategy"):
-        text = strategy_report(str(search["strategy"]), search)
-        if text:
-            note(text)
+        for part in strategy_report(str(search["strategy"]), search):
+            if isinstance(part, Grid):
+                show(part)
+            else:
+                note(part)

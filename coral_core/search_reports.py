@@ -1,7 +1,7 @@
 """The text a search strategy renders of its own summary (`summary.json`'s `search`).
 
-A strategy class may define a static `report_text(search) -> str`; `coral run` and
-`coral report` print it under the tables. Looked up through the registry, so a
+A strategy class may define a static `report_grids(search)` (tables and lines) or
+`report_text(search) -> str`; `coral run` and `coral report` print it under the tables. Looked up through the registry, so a
 third-party strategy's report shows the same way.
 """
 
@@ -11,12 +11,19 @@ from typing import Any, Mapping
 
 from . import plugins
 from .errors import UserError
+from .tables import Grid
 
 
-def strategy_report(name: str, search: Mapping[str, Any]) -> str:
+def strategy_report(name: str, search: Mapping[str, Any]) -> list[Grid | str]:
+    """Tables (`report_grids(search) -> list[Grid | str]`, drawn for a terminal) where the
+    strategy gives them, else its `report_text` as one block; [] when it has neither."""
     try:
         factory = plugins.registry().get("search_strategies", name).factory
     except UserError:  # a run made with a strategy that is no longer installed
-        return ""
+        return []
+    grids = getattr(factory, "report_grids", None)
+    if callable(grids):
+        return [part if isinstance(part, Grid) else str(part) for part in grids(search)]
     render = getattr(factory, "report_text", None)
-    return str(render(search)) if callable(render) else ""
+    text = str(render(search)) if callable(render) else ""
+    return [text] if text else []

@@ -19,7 +19,7 @@ pytest.importorskip("optuna")
 
 from coral_plugins.search.evolution import ca  # noqa: E402
 from coral_plugins.search.evolution.gates import Gates, progress  # noqa: E402
-from coral_plugins.search.evolution.report import report_text  # noqa: E402
+from coral_plugins.search.evolution.report import report_grids, report_text  # noqa: E402
 from coral_plugins.search.evolution.genome import GeneSpace  # noqa: E402
 from coral_plugins.search.evolution.selection import hypervolume, non_dominated  # noqa: E402
 
@@ -109,6 +109,8 @@ def test_a_run_has_a_readable_front_plots_and_ledger(reference):
     assert ledger["search"]["evaluation_seconds"] > 0
     text = report_text(search)
     assert f"Pareto front: {len(front)} genomes" in text and "hypervolume" in text
+    front_grid, generations_grid = report_grids(search)[:2]  # tables, drawn on a terminal
+    assert len(front_grid.rows) == len(front) and len(generations_grid.rows) == 3
     failed = [g for g in genomes if not g["gate"]["passed"]]
     for genome in failed:
         assert "<" in genome["gate"]["reason"] and "sqrt" in genome["gate"]["reason"]

@@ -75,6 +75,13 @@ class EvolutionSearch:
 
         return report_text(search)
 
+    @staticmethod
+    def report_grids(search: Mapping[str, Any]) -> list[Any]:
+        """The same as tables (drawn for a terminal, Markdown in a pipe) and lines."""
+        from .report import report_grids
+
+        return report_grids(search)
+
     def __init__(self, population: int = 8, generations: int = 4, seed: int = 0,
                  config: Mapping[str, Any] | None = None,
                  objectives: Sequence[str] | None = None, gates: Any = None,
