@@ -1,8 +1,8 @@
 """The text a search strategy renders of its own summary (`summary.json`'s `search`).
 
 A strategy class may define a static `report_grids(search)` (tables and lines) or
-`report_text(search) -> str`; `coral run` and `coral report` print it under the tables. Looked up through the registry, so a
-third-party strategy's report shows the same way.
+`report_text(search) -> str`; `coral run` and `coral report` print it under the tables.
+Looked up through the registry, so a third-party strategy's report shows the same way.
 """
 
 from __future__ import annotations
