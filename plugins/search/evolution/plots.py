@@ -20,9 +20,13 @@ def pareto_plot(path: Path, genomes: Sequence[Mapping[str, Any]], front: set[int
                  c="#b0b0b0", s=22, label="dominated or below the gate")
     axes.scatter([g["objectives"][x] for g in best], [g["objectives"][y] for g in best],
                  c="#d62728", s=40, label="Pareto front (all objectives)", zorder=3)
+    at: dict[tuple[float, float], list[str]] = {}  # members on one point share one label
     for g in best:
-        axes.annotate(f"#{g['trial']}", (g["objectives"][x], g["objectives"][y]),
-                      textcoords="offset points", xytext=(4, 4), fontsize=7)
+        point = (round(g["objectives"][x], 9), round(g["objectives"][y], 9))
+        at.setdefault(point, []).append(f"#{g['trial']}")
+    for point, names in at.items():
+        axes.annotate(",".join(dict.fromkeys(names)), point, textcoords="offset points",
+                      xytext=(4, 4), fontsize=7)
     axes.set_xlabel(x)
     axes.set_ylabel(y)
     axes.set_title(f"Evolution: {len(genomes)} genomes, {len(best)} on the front")
