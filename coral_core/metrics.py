@@ -60,11 +60,25 @@ def summarize(tasks: Sequence[TaskRecord], records: Mapping[tuple[str, int], Sco
         if task_id in by_task:
             by_task[task_id].append(record)
     problems = [problem_summary(t, by_task[t.task_id]) for t in tasks]
+    result: dict[str, Any] = {"problems": problems, **_means(problems)}
+    result["errors"] = sum(p["errors"] for p in problems)
+    names = sorted(result["objectives"])
+    result["intervals"] = summary_intervals(problems, list(result.get("pass_at_k", {})),
+                                            names, seed)
+    unseen = [p for p in problems if not p.get("seen_in_training")]
+    if unseen and len(unseen) < len(problems):  # a split mixing training problems in
+        result["unseen"] = {"problems": len(unseen), **_means(unseen)}
+    return result
+
+
+def _means(problems: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """pass@k for every k all problems reach and `fixed`, over those that define success;
+    objective and fitness means over those with samples."""
     counted = [p for p in problems if p["n"]]
     succeeding = [p for p in counted if "c" in p]
     max_k = min((p["n"] for p in succeeding), default=0)
     names = sorted({name for p in counted for name in p["objectives"]})
-    result: dict[str, Any] = {"problems": problems}
+    result: dict[str, Any] = {}
     if succeeding:
         result["pass_at_k"] = {
             str(k): round(_mean(p["pass_at_k"][str(k)] for p in succeeding), 6)
@@ -74,7 +88,4 @@ def summarize(tasks: Sequence[TaskRecord], records: Mapping[tuple[str, int], Sco
     result["fitness"] = round(_mean(p["fitness"] for p in counted), 6)
     if succeeding:
         result["fixed"] = sum(1 for p in succeeding if p["c"] >= 1)
-    result["errors"] = sum(p["errors"] for p in problems)
-    result["intervals"] = summary_intervals(problems, list(result.get("pass_at_k", {})),
-                                            names, seed)
     return result

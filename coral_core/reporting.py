@@ -86,7 +86,7 @@ _SUMMARY = {"dataset": _TEXT, "split": _TEXT, "model": _TEXT, "samples": _COUNT,
             "seed": _COUNT, "problems": (list,), "pass_at_k": (dict,), "objectives": (dict,),
             "fixed": _COUNT, "fitness": _NUMBER, "errors": _COUNT, "intervals": (dict, type(None)),
             "trials": (list,), "best": (dict, type(None)), "hook_errors": _COUNT,
-            "run_dir": _MAYBE_TEXT}
+            "run_dir": _MAYBE_TEXT, "unseen": (dict,)}
 _PROBLEM = {"problem": _TEXT, "n": _COUNT, "c": _COUNT, "pass_at_k": (dict,),
             "objectives": (dict,), "fitness": _NUMBER, "errors": _COUNT}
 _TRIAL = {"trial": _COUNT, "overrides": (dict,), "objectives": (dict, type(None)),

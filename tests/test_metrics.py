@@ -48,6 +48,11 @@ def test_summary_means_over_problems_and_counts_fixed():
     assert summary["pass_at_k"] == {"1": 0.25, "2": 0.5}
     assert summary["objectives"]["bugfix"] == pytest.approx((0.75 + 0.1) / 2)
     assert summary["fixed"] == 1
+    # a split mixing training problems in also reports the unseen ones alone
+    assert summary["unseen"] == {"problems": 1, "pass_at_k": {"1": 0.5, "2": 1.0},
+                                 "objectives": {"bugfix": 0.75}, "fitness": 0.75, "fixed": 1}
+    only_unseen = summarize(tasks[:1], {k: v for k, v in records.items() if k[0] == "a"})
+    assert "unseen" not in only_unseen
 
 
 def test_tasks_without_success_have_no_c_pass_at_k_or_fixed():
