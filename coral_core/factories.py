@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from . import plugins
 from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
+from .config_schema import OptionInvalid
 from .errors import UserError
 from .execution import ExecutionContext
 from .options import takes, unknown_options
@@ -147,14 +148,19 @@ def build_evaluators(section: Mapping[str, Any]) -> list[Any]:
     known = plugins.registry().entries["evaluators"]
     for name in section["options"]:
         if name not in known:
-            raise UserError(f"[evaluators.options.{name}]: "
-                            + unknown("evaluator", name, known))
+            raise OptionInvalid(("evaluators", "options", name),
+                                f"[evaluators.options.{name}]: " + unknown(
+                                    "evaluator", name, known,
+                                    plugins.registry().missing_hint()))
     evaluators = []
     for name in section["use"]:
         options = section["options"].get(name, {})
         if not isinstance(options, dict):
             raise UserError(f"[evaluators.options.{name}] must be a table")
-        entry = plugins.registry().get("evaluators", name)
+        try:
+            entry = plugins.registry().get("evaluators", name)
+        except UserError as error:
+            raise OptionInvalid(("evaluators", "use"), f"[evaluators] use: {error}") from None
         complaint = unknown_options(entry.factory, list(options), f"evaluator '{name}'", 0)
         if complaint:
             raise UserError(f"[evaluators.options.{name}]: {complaint}")

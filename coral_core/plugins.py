@@ -44,6 +44,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.datasets.quixbugs",
     "coral_plugins.datasets.fim",
     "coral_plugins.datasets.testgen",
+    "coral_plugins.datasets.humaneval",
     "coral_plugins.models.baseline",
     "coral_plugins.models.hf",
     "coral_plugins.models.openai",
@@ -57,6 +58,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.evaluators.fim",
     "coral_plugins.evaluators.fim_tests",
     "coral_plugins.evaluators.testgen",
+    "coral_plugins.evaluators.humaneval",
     "coral_plugins.search.single",
     "coral_plugins.search.grid",
     "coral_plugins.search.random",
@@ -125,10 +127,19 @@ class Registry:
         try:
             return self.entries[kind][name]
         except KeyError:
-            failed = [p.name for p in self.plugins if p.error]
-            hint = (f"plugin {', '.join(repr(n) for n in failed)} failed to load (see 'coral "
-                    "plugins list')" if failed else "")
-            raise UserError(unknown(LABELS[kind], name, self.entries[kind], hint)) from None
+            raise UserError(unknown(LABELS[kind], name, self.entries[kind],
+                                    self.missing_hint())) from None
+
+    def missing_hint(self) -> str:
+        """Why a name may be missing: plugins that failed to load, or that
+        CORAL_DISABLE_PLUGINS blocks."""
+        failed = [p.name for p in self.plugins if p.error]
+        hints = [f"plugin {', '.join(repr(n) for n in failed)} failed to load (see 'coral "
+                 "plugins list')"] if failed else []
+        blocked = sorted(disabled_plugins())
+        if blocked:
+            hints.append(f"CORAL_DISABLE_PLUGINS blocks {', '.join(repr(n) for n in blocked)}")
+        return "; ".join(hints)
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.entries[kind])

@@ -117,13 +117,18 @@ class Planner:
         model = ModelBlueprint.of(config)
         scoring = ScoringBlueprint.of(config, self.hidden)
         model_key = f"{model.digest}/{config['model']['adapter']}"
-        if model_key not in self._checked:
-            check_model(config["model"])
-            self._checked.add(model_key)
         key = f"{scoring.digest}/{DatasetBlueprint.of(config).digest}"
-        if key not in self._checked:
-            check_scoring(scoring, tasks)
-            self._checked.add(key)
+        try:
+            if model_key not in self._checked:
+                check_model(config["model"])
+                self._checked.add(model_key)
+            if key not in self._checked:
+                check_scoring(scoring, tasks)
+                self._checked.add(key)
+        except OptionInvalid as error:  # say which file and line set the key
+            at = self.where(error.path)
+            raise UserError(f"{at}: {error}" if at and at != "the defaults" else str(error)
+                            ) from None
         return TrialPlan(number, dict(overrides), config, tasks, model, scoring)
 
 

@@ -435,3 +435,18 @@ def test_register_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path,
         "mutation_gate": "coral_plugins.evaluators.mutation",
         "testgen": "coral_plugins.evaluators.testgen",
         "fim_tests": "coral_plugins.evaluators.fim_tests", "terse": "traced"}
+
+
+@pytest.mark.parametrize("text, line", [
+    ('[evaluators]\nuse = ["tests", "style"]\n', 2),
+    ('[evaluators]\nuse = ["tests"]\n[evaluators.options.style]\nmax_line_length = 100\n', 3),
+])
+def test_a_config_naming_a_blocked_plugin_says_where_and_why(tmp_path, data_dir, text, line):
+    config = tmp_path / "c.toml"
+    config.write_text(text)
+    env = coral_env(data_dir, CORAL_DISABLE_PLUGINS="coral_plugins.evaluators.style")
+    result = run_coral("run", "--plugin", "quixbugs", "--config", str(config), "--dry-run",
+                       env=env)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert f"{config} (line {line})" in result.stderr, result.stderr
+    assert "CORAL_DISABLE_PLUGINS blocks 'coral_plugins.evaluators.style'" in result.stderr
