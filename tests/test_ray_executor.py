@@ -67,6 +67,7 @@ def _run(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
     result = run_coral("run", "--plugin", "quixbugs", "--config", str(path), "--out", str(out),
                        "--json", *extra, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "Token authentication is enabled" not in result.stderr  # Ray's notice, each run
     return json.loads(result.stdout), out
 
 

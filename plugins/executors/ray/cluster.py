@@ -12,6 +12,7 @@ from coral_core.errors import UserError
 log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 10.0  # to reach a cluster's address before Ray's own (long) retries
+TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 def _token_auth() -> None:
@@ -79,6 +80,9 @@ def connect(address: str) -> bool:
     }
     if not address:
         options["num_cpus"] = os.cpu_count() or 1
+    # Ray's "Token authentication is enabled..." on every start, twice on a terminal: what
+    # it says is in docs/ray.md, and a failure to authenticate is an error of its own.
+    logging.getLogger(TOKEN_NOTICE_LOGGER).setLevel(logging.ERROR)
     try:
         ray.init(address=address or None, **options)
     except Exception as error:  # Ray raises many kinds here; each is one line for the user
