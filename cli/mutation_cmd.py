@@ -83,6 +83,12 @@ def run(
         sys.stdout.write(f"mutation testing skipped ({summary['skipped']})\n")
         return
     sys.stdout.write(_line(summary) + "\n")
+    if summary.get("exact"):
+        reasons = summary.get("exact_reasons") or ["the tests see the module's file"]
+        sys.stdout.write(f"{summary['exact']} mutants ran the exact way (written into a copy of "
+                         f"the project, as cosmic-ray does): {reasons[0]}"
+                         + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
+                         + "\n")
     quiet = summary.get("tests_killing_nothing") or []
     if quiet:
         sys.stdout.write(f"tests that kill no mutant: {', '.join(quiet)}\n")

@@ -1,5 +1,12 @@
 """What each mutant needs: its mutated source (cosmic-ray's `mutate_code`), how it is applied
-(`swap` or `reload`, see worker.py), which tests can see it, and its timeout."""
+(`swap`, `reload` or `exact`, see worker.py), which tests can see it, and its timeouts.
+
+Tests that the audit hook saw reading the module's file or starting a process (`disk_tests`)
+cannot be run in memory: their coverage is unknown (a subprocess is not traced) and what
+they read is the unmutated file. Every mutant runs them the exact way (the mutant written to
+a copy of the project), after its in-memory tests, when those let it survive. When the disk
+was seen at collection or in a fixture (`all_exact`), every mutant runs the exact way.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +25,9 @@ RELOAD_SECONDS = 1.0    # allowance for a fresh pytest session (reload mode)
 # wall-clock time (what its tests spend asleep), at least WALL_FLOOR.
 WALL_SLACK = 10.0
 WALL_FLOOR = 30.0
+# The exact path starts a fresh pytest: its start-up (the worker's, measured) counts this
+# many times beside the tests' baseline, plus RELOAD_SECONDS.
+EXACT_STARTUP = 3.0
 
 
 @dataclass
@@ -29,12 +39,15 @@ class Plan:
     source: str | None = None          # None: no mutation was possible (cosmic-ray's no-test)
     error: str | None = None           # cosmic-ray's mutation machinery raised: incompetent
     compiles: bool = True              # a mutant that does not compile is killed by collection
-    mode: str = "reload"               # swap | reload | uncovered
+    mode: str = "reload"               # swap | reload | exact | uncovered
     functions: list[str] = field(default_factory=list)
     tests: list[str] | None = None     # None: every test
     timeout: float = 0.0               # wall-clock seconds
     cpu_limit: float = 0.0             # CPU seconds (relative mode; 0: none)
     diff: str = ""
+    # The exact path: {"tests": [...] or None (all), "timeout": s, "cpu_limit": s}
+    exact: dict | None = None          # run after the in-memory tests let the mutant live
+    recheck: dict | None = None        # run instead when its in-memory run saw the disk
 
 
 def function_bodies(source: str) -> list[tuple[int, int, str]]:
@@ -65,11 +78,18 @@ def _diff(original: str, mutated: str, path: str) -> str:
 
 
 def make_plans(items: list, source: str, collect_lines: set[int],
-               baseline: dict[str, dict], mode: str, suite_seconds: float) -> list[Plan]:
+               baseline: dict[str, dict], mode: str, suite_seconds: float,
+               disk_tests: frozenset[str] | set[str] = frozenset(), all_exact: bool = False,
+               startup: tuple[float, float] = (0.0, 0.0)) -> list[Plan]:
+    """One Plan per work item. `disk_tests`, `all_exact`: what the audit hook saw (see the
+    module's docstring); `startup`: a worker's start-up (CPU seconds, seconds)."""
     import cosmic_ray.plugins
     from cosmic_ray.mutating import mutate_code
 
     bodies = function_bodies(source)
+    order = list(baseline)
+    memory = [test for test in order if test not in disk_tests]
+    disk = [test for test in order if test in disk_tests]
     plans = []
     for item in items:
         spec = item.mutations[0]
@@ -92,14 +112,19 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         except (SyntaxError, ValueError):
             plan.compiles = False
             continue
+        if all_exact:
+            plan.mode, plan.tests = "exact", []
+            plan.exact = _stage(None, order, baseline, mode, suite_seconds, startup)
+            plan.cpu_limit, plan.timeout = plan.exact["cpu_limit"], plan.exact["timeout"]
+            continue
         rows = set(range(spec.start_pos[0], spec.end_pos[0] + 1))
         inside = [b for b in bodies if all(b[0] <= row <= b[1] for row in rows)]
         if not inside or rows & collect_lines:
-            plan.mode, plan.tests = "reload", None
-            selected = list(baseline)
+            plan.mode, plan.tests = "reload", (memory if disk else None)
+            selected = memory
         else:
             plan.functions = [inside[0][2]]
-            selected = [test for test, info in baseline.items() if rows & info["lines"]]
+            selected = [test for test in memory if rows & baseline[test]["lines"]]
             plan.mode, plan.tests = ("swap", selected) if selected else ("uncovered", [])
         if mode == "seed":
             plan.timeout = max(10.0, 1.5 * suite_seconds)
@@ -110,4 +135,29 @@ def make_plans(items: list, source: str, collect_lines: set[int],
             plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
             plan.timeout = max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit
                                + RELATIVE_FACTOR * wall + extra)
+        chosen = set(selected)
+        both = None if plan.mode == "reload" else \
+            [test for test in order if test in disk_tests or test in chosen]
+        plan.recheck = _stage(both, order, baseline, mode, suite_seconds, startup)
+        if disk:
+            plan.exact = _stage(disk, order, baseline, mode, suite_seconds, startup)
+            if not selected:  # nothing to run in memory
+                plan.mode, plan.tests = "exact", []
+                plan.cpu_limit, plan.timeout = plan.exact["cpu_limit"], plan.exact["timeout"]
     return plans
+
+
+def _stage(tests: list[str] | None, order: list[str], baseline: dict[str, dict], mode: str,
+           suite_seconds: float, startup: tuple[float, float]) -> dict:
+    """An exact run of `tests` (None: the whole suite) and its limits: the tests' baseline
+    as in memory, plus a fresh pytest's start-up."""
+    if mode == "seed":
+        return {"tests": tests, "timeout": max(10.0, 1.5 * suite_seconds), "cpu_limit": 0.0}
+    chosen = order if tests is None else tests
+    cpu = sum(baseline[test]["cpu"] for test in chosen)
+    wall = sum(baseline[test]["seconds"] for test in chosen)
+    extra_cpu = RELOAD_SECONDS + EXACT_STARTUP * startup[0]
+    extra_wall = RELOAD_SECONDS + EXACT_STARTUP * startup[1]
+    cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra_cpu)
+    timeout = max(WALL_FLOOR, WALL_SLACK * cpu_limit + RELATIVE_FACTOR * wall + extra_wall)
+    return {"tests": tests, "timeout": timeout, "cpu_limit": cpu_limit}

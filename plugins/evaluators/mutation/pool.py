@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 from coral_core.errors import UserError
+
+from .procs import kill_descendants
 
 STARTUP_TIMEOUT = 300.0
 
@@ -27,17 +30,22 @@ class WorkerProcess:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self._log = tempfile.TemporaryFile()
+        self.scratch = tempfile.mkdtemp(prefix="coral-mutation-")  # its copy for the exact path
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "coral_plugins.evaluators.mutation.worker", str(module),
-             str(to_worker_r), str(from_worker_w), json.dumps(pytest_args)],
+             str(to_worker_r), str(from_worker_w), json.dumps(pytest_args), self.scratch],
             cwd=str(project), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=self._log, pass_fds=(to_worker_r, from_worker_w), start_new_session=True)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self._buffer = b""
-        self.hello = self._receive(STARTUP_TIMEOUT)
+        try:
+            self.hello = self._receive(STARTUP_TIMEOUT)
+        except WorkerDied:
+            self.close()
+            raise
         self.startup_seconds = time.perf_counter() - started
 
     def _receive(self, timeout: float) -> dict:
@@ -74,8 +82,11 @@ class WorkerProcess:
                 data = data[os.write(self._to_worker, data):]
         except OSError as error:
             raise WorkerDied(str(error)) from None
-        # The worker enforces the deadline itself; this one only guards against a hung worker.
-        return self._receive(float(request.get("timeout") or 3600) + 60)
+        # The worker enforces the deadlines itself; this one only guards against a hung worker
+        # (its stages' deadlines, and the time to copy the project for the exact path).
+        stages = [request] + [request[k] for k in ("exact", "recheck") if request.get(k)]
+        guard = sum(float(stage.get("timeout") or 3600) for stage in stages)
+        return self._receive(guard + (600 if len(stages) > 1 else 60))
 
     def close(self) -> None:
         try:
@@ -89,10 +100,12 @@ class WorkerProcess:
                 pass
         try:
             self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # hung: what its tests started goes first
+            kill_descendants(self.process.pid)
             self.process.kill()
             self.process.wait()
         self._log.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def start_worker(module: Path, pytest_args: list[str], project: Path) -> WorkerProcess:

@@ -3,6 +3,7 @@ verdict committed to the session (a cosmic-ray WorkDB) as it completes."""
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import random
@@ -51,7 +52,7 @@ def _result(plan: Plan, reply: dict | None):
     kills = [(e["test"], "failed") for e in events if e.get("failed")]
     if reply.get("timeout"):
         finished = {e["test"] for e in events if "test" in e}
-        running = [t for t in (plan.tests or []) if t not in finished]
+        running = [t for t in (reply.get("ran") or plan.tests or []) if t not in finished]
         kills.append((running[0] if running else "*", "timeout"))
         return WorkResult(worker_outcome=WorkerOutcome.NORMAL, output="timeout",
                           test_outcome=TestOutcome.KILLED, diff=plan.diff), kills
@@ -188,8 +189,13 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
         baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e["cpu"],
                                 "lines": set(e["lines"])} for e in events}
         suite_seconds = first.startup_seconds + baseline_reply["seconds"]
+        disk_tests, all_exact, reasons = exact_reasons(
+            first.hello.get("disk", []), baseline_reply.get("disk", []), project / module)
+        session.set_meta({"exact_reasons": reasons, "exact_all": all_exact,
+                          "exact_tests": sorted(disk_tests)})
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
-                           timeout_mode, suite_seconds)
+                           timeout_mode, suite_seconds, disk_tests, all_exact,
+                           (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds))
         runnable = [p for p in plans if p.error is None and p.source is not None
                     and p.compiles and p.mode != "uncovered"]
         runnable.sort(key=lambda p: -(p.cpu_limit or p.timeout))  # long first: better packing
@@ -225,7 +231,8 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
             request = {"op": "mutant", "id": plan.job_id, "mode": plan.mode,
                        "source": plan.source, "functions": plan.functions,
                        "tests": plan.tests, "timeout": plan.timeout,
-                       "cpu_limit": plan.cpu_limit}
+                       "cpu_limit": plan.cpu_limit, "exact": plan.exact,
+                       "recheck": plan.recheck}
             try:
                 reply = pool[index].ask(request)
             except WorkerDied:  # a mutant took its worker down: start another, retry once
@@ -240,6 +247,7 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                     return
             done.put((plan, reply))
 
+    seen: list[str] = []  # what mutants' own in-memory runs saw of the disk
     threads = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(len(pool))]
     for thread in threads:
         thread.start()
@@ -252,15 +260,48 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
             result, kills = _result(plan, reply)
             mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
                 else plan.mode
+            ran = plan.tests
+            if reply.get("exact"):  # the verdict came from the exact path
+                mode, ran = "exact", reply.get("ran")
+                seen.extend(f"{e.get('test') or 'the session'} (under a mutant): {e.get('why')}"
+                            for e in reply.get("seen", []))
             session.record(plan.job_id, result, reply.get("seconds", 0.0), mode,
-                           len(plan.tests) if plan.tests is not None else -1,
+                           len(ran) if ran is not None else -1,
                            bool(reply.get("timeout")), kills)
             if progress:
                 progress(plan, result)
+        if seen:
+            reasons = session.meta().get("exact_reasons", [])
+            session.set_meta({"exact_reasons": list(dict.fromkeys(reasons + seen))[:20]})
     finally:
         stopping.set()
     for thread in threads:
         thread.join()
+
+
+def exact_reasons(collection: list[str], baseline: list[dict], module: Path,
+                  ) -> tuple[set[str], bool, list[str]]:
+    """(the tests that see the disk, whether every mutant must run the exact way, why):
+    from the audit hook's events at collection and in the baseline, and the module's
+    encoding (cosmic-ray writes every mutant as UTF-8, whatever the file declares)."""
+    reasons = [f"at collection: {why}" for why in collection]
+    disk_tests: set[str] = set()
+    every = bool(collection)
+    for event in baseline:
+        test, phase, why = event.get("test") or "", event.get("phase"), event.get("why", "")
+        if phase == "call" and test:
+            disk_tests.add(test)
+            reasons.append(f"{test}: {why}")
+        else:  # a fixture, or between tests: it may reach any test
+            every = True
+            reasons.append(f"{test or 'the session'} ({phase}): {why}")
+    raw = module.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    if encoding not in ("utf-8", "utf-8-sig") and not raw.isascii():
+        every = True
+        reasons.append(f"the module is {encoding} text: cosmic-ray rewrites it as UTF-8")
+    unique = list(dict.fromkeys(reasons))
+    return disk_tests, every, unique[:20]
 
 
 def report(session: Session, seconds: float | None = None, sample_size: int | None = None) -> dict:
@@ -292,6 +333,9 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
     baseline_tests = [r[0] for r in session.sql.execute("SELECT test FROM coral_baseline")]
     killing = {test for tests in killers.values() for test in tests}
     summary["tests"] = len(baseline_tests)
+    meta = session.meta()
+    summary["exact"] = sum(1 for row in extra.values() if row[1] == "exact")
+    summary["exact_reasons"] = meta.get("exact_reasons", [])
     summary["tests_killing_nothing"] = sorted(set(baseline_tests) - killing)
     summary["session"] = str(session.path)
     if seconds is not None:

@@ -5,7 +5,9 @@ test are imported and collected once), then serves requests read as JSON lines f
 forking one child per request, so each child starts from the same pristine, unmutated state:
 
 - `baseline`: run every test on the unmutated code; per test its outcome, seconds and the
-  lines of the module under test it executed (the coverage that selects tests per mutant).
+  lines of the module under test it executed (the coverage that selects tests per mutant),
+  and what the audit hook saw (audit.py: a test that reads the module's file or starts a
+  process).
 - `mutant` in `swap` mode: the mutant lies inside function bodies that ran neither at import
   nor at collection; the child replaces those functions' code objects in place (every
   reference to them, `from mod import f` included, sees the mutant) and runs the selected,
@@ -13,29 +15,46 @@ forking one child per request, so each child starts from the same pristine, unmu
 - `mutant` in `reload` mode (module-level code, code run at import or collection): the child
   installs the mutated module in `sys.modules`, forgets the project's other modules and runs
   a fresh pytest session on the selected tests, as a fresh `python -m pytest` would.
+- the exact path (`exact` in a request, or `mode` "exact"): the mutant is written into the
+  worker's private copy of the project (exact.py) and the child execs a fresh
+  `python -m pytest` there, as `cosmic-ray exec` does. It follows an in-memory run that
+  survived (`exact`: the tests that see the disk), or replaces one during which the audit
+  hook saw the disk (`recheck`).
 
-A child's verdict follows `cosmic-ray exec`: exit status 0 survived, anything else killed; the
-worker kills a child (its whole process group) at the request's deadline: killed (timeout).
-The deadline is the child's CPU time (`cpu_limit`, its own and its reaped children's, as
-the baseline measures each test), which a busy machine does not stretch, with a wall-clock
-limit (`timeout`) for a child that waits without computing; without `cpu_limit` (the
-seed's rule), wall-clock time alone. The user's file is never written.
+A child's verdict follows `cosmic-ray exec`: exit status 0 survived, anything else killed. The
+worker learns that the child ended from the child itself (a pidfd), never from the end of
+its pipe, which a process forked by a test may hold; then it kills every process the run
+left (it is their subreaper: procs.py). It kills a child at the request's deadline: killed
+(timeout). The deadline is CPU time (`cpu_limit`: the child's and its descendants', and
+its reaped children's, as the baseline measures each test), which a busy machine does not
+stretch, with a wall-clock limit (`timeout`) for a child that waits without computing;
+without `cpu_limit` (the seed's rule), wall-clock time alone. The user's file is never
+written.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import linecache
 import os
 import resource
 import select
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 
+import pytest
+
+from coral_plugins.evaluators.mutation import exact, procs
+from coral_plugins.evaluators.mutation.audit import Audit
+
 TRACE_ONLY = "__coral_mutation_target__"
 TICK = 0.05  # seconds between readings of a child's CPU time
-TICKS = os.sysconf("SC_CLK_TCK")
+EVENTS_PLUGIN = "coral_plugins.evaluators.mutation.exact_report"
 
 
 def _cpu_now() -> float:
@@ -45,14 +64,10 @@ def _cpu_now() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _cpu_of(pid: int) -> float:
-    """A running child's CPU seconds so far (with its reaped children), from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return sum(int(v) for v in fields[11:15]) / TICKS
-    except (OSError, IndexError, ValueError):
-        return 0.0
+def _cpu_tree() -> float:
+    """_cpu_now() and the CPU time of this process's live descendants: what a mutant's
+    limit counts (procs.tree_cpu), so a test's baseline is measured the same way."""
+    return _cpu_now() + procs.live_cpu(os.getpid())
 
 
 class _Lines:
@@ -149,33 +164,72 @@ def swap_in(module, source: str, qualnames: list[str]) -> bool:
     return True
 
 
-class _Recorder:
+class _Phases:
+    """pytest hooks that tell the audit hook which phase of a test runs: an event while a
+    test's own body runs concerns that test; one in a fixture's set-up or tear-down may
+    reach every test that shares the fixture."""
+
+    audit: Audit
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        self.audit.phase = "setup"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item):
+        self.audit.phase = "call"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        self.audit.phase = "teardown"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        self.audit.phase = "report"
+
+
+class _Recorder(_Phases):
     """A pytest plugin for nested (reload-mode) sessions: reports each test's outcome."""
 
-    def __init__(self, fd: int):
-        self.fd = fd
+    def __init__(self, worker: "Worker"):
+        self.worker = worker
+        self.audit = worker.audit
         self.failed = False
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.audit.test, self.audit.phase = nodeid, "start"
 
     def pytest_runtest_logreport(self, report):
         if report.failed or (report.when == "call" and report.passed):
             if report.failed:
                 self.failed = True
-            _send(self.fd, {"test": report.nodeid, "failed": bool(report.failed)})
+            self.worker.emit({"test": report.nodeid, "failed": bool(report.failed)})
 
 
-class Worker:
+class Worker(_Phases):
     """The pytest plugin that turns the collected session into a request loop."""
 
-    def __init__(self, module_path: str, requests: int, replies: int, pytest_args: list[str]):
+    def __init__(self, module_path: str, requests: int, replies: int, pytest_args: list[str],
+                 audit: Audit, scratch: str | None = None):
         self.module_path = os.path.realpath(module_path)
         self.requests = os.fdopen(requests, "rb", buffering=0)
         self.replies = replies
         self.pytest_args = pytest_args
+        self.audit = audit
+        self.scratch = scratch
+        self.project = os.path.realpath(os.getcwd())
+        self.environ = dict(os.environ)  # the exact path's pytest gets the user's own
         self.tracer = _Lines(self.module_path)
         self.collect_lines: set[int] = set()
         self.module = None
         self.items: list = []
         self.collect_errors: list[str] = []
+        self.disk: list[str] = []  # why no mutant is proven in memory (collection)
+        self.keep: set = set()  # processes started at collection: they live with the worker
+        self.child_pid = 0
+        self.events_fd = -1
+        self.copy: str | None = None
+        self.original = b""
 
     # -- pytest hooks ---------------------------------------------------------------------
     def pytest_collectreport(self, report):
@@ -187,11 +241,21 @@ class Worker:
         self.tracer.stop()
         self.collect_lines = set(self.tracer.lines)
         self.items = list(session.items)
-        for module in list(sys.modules.values()):
+        names = []
+        for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None)
             if path and os.path.realpath(path) == self.module_path:
-                self.module = module
-                break
+                names.append(name)
+                if self.module is None:
+                    self.module = module
+        self.audit.phase = "idle"
+        self.disk = self.audit.judge(self.module) + [e["why"] for e in self.audit.since(0)]
+        if len(names) > 1:
+            self.disk.append(f"the module is imported under {len(names)} names "
+                             f"({', '.join(sorted(names))})")
+        self.audit.on = False  # the worker's own reading of the module is not a test's
+        for path in (self.module_path, getattr(self.module, "__file__", None)):
+            linecache.cache.pop(path, None)  # a test's inspect.getsource must open the file
 
     def pytest_runtestloop(self, session):
         if session.testsfailed or self.collect_errors:
@@ -201,9 +265,11 @@ class Worker:
         if self.module is None and self.items:
             _send(self.replies, {"error": "not-imported"})
             return True
+        self.keep = procs.snapshot(os.getpid())
         _send(self.replies, {"ready": True, "module": getattr(self.module, "__name__", None),
                              "tests": [item.nodeid for item in self.items],
-                             "collect_lines": sorted(self.collect_lines)})
+                             "collect_lines": sorted(self.collect_lines),
+                             "disk": self.disk, "startup_cpu": _cpu_now()})
         buffer = b""
         while True:
             chunk = self.requests.read(65536)
@@ -215,89 +281,210 @@ class Worker:
                 request = json.loads(line)
                 if request.get("op") == "stop":
                     return True
-                _send(self.replies, self.serve(request))
+                reply = self.serve(request)
+                try:
+                    _send(self.replies, reply)
+                except OSError:  # the runner is gone
+                    return True
 
     # -- requests -------------------------------------------------------------------------
     def serve(self, request: dict) -> dict:
+        if request["op"] == "baseline" or request.get("mode") != "exact":
+            first = self.run_child(lambda write: self.child(request), request,
+                                   request.get("timeout"), request.get("cpu_limit"), audit=True)
+            if request["op"] == "baseline" or first.get("aborted"):
+                return first
+            seen = first["disk"]
+            if seen:  # the mutant's own run saw the disk: its verdict is not proven
+                spec, how, first = request.get("recheck") or {
+                    "tests": None, "timeout": 3 * float(request.get("timeout") or 60)}, \
+                    "dynamic", None
+            elif first["exit"] != 0 or first["timeout"] or not request.get("exact"):
+                return first
+            else:
+                spec, how = request["exact"], "planned"
+        else:
+            spec, how, first, seen = request["exact"], "planned", None, []
+        second = self.run_exact(request["source"], spec or {})
+        second["exact"], second["seen"], second["id"] = how, seen, request.get("id")
+        if first is not None:
+            second["events"] = first["events"] + second["events"]
+            second["seconds"] += first["seconds"]
+            second["cpu"] += first["cpu"]
+        return second
+
+    def run_exact(self, source: str, spec: dict) -> dict:
+        """One run the way cosmic-ray runs it: the mutant written into the copy, a fresh
+        `python -m pytest` there (this worker's child, so it is supervised the same way)."""
+        if self.copy is None:
+            scratch = self.scratch or tempfile.mkdtemp(prefix="coral-mutation-")
+            self.scratch = scratch
+            self.copy = os.path.join(scratch, "project")
+            exact.copy_project(self.project, self.copy)
+            with open(self.module_path, "rb") as handle:
+                self.original = handle.read()
+        target = os.path.join(self.copy, os.path.relpath(self.module_path, self.project))
+        tests = spec.get("tests")
+        args = list(self.pytest_args) if tests is None else \
+            [arg for arg in self.pytest_args if arg.startswith("-")] + list(tests)
+        argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider",
+                "-p", EVENTS_PLUGIN]
+        copy = self.copy
+
+        def run(write: int) -> int:
+            os.chdir(copy)
+            os.set_inheritable(write, True)
+            env = dict(self.environ, CORAL_MUTATION_EVENTS_FD=str(write), PWD=copy)
+            os.execve(sys.executable, argv, env)
+            return 3  # not reached
+
+        exact.write_mutant(target, source)
+        try:
+            reply = self.run_child(run, {"id": None}, spec.get("timeout"),
+                                   spec.get("cpu_limit"), audit=False)
+        finally:
+            exact.restore(target, self.original)
+        reply["ran"] = list(tests) if tests is not None else \
+            [item.nodeid for item in self.items]
+        return reply
+
+    def emit(self, message: dict) -> None:
+        """Send an event to the worker, from the child only: a process a test forked that
+        goes on running pytest's code does not speak for the child."""
+        if os.getpid() == self.child_pid and self.events_fd >= 0:
+            _send(self.events_fd, message)
+
+    def _enter_child(self, read: int, write: int, audit: bool) -> None:
+        self.child_pid, self.events_fd = os.getpid(), write
+        os.setpgid(0, 0)
+        os.close(read)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(devnull, target)
+        os.close(devnull)
+        os.register_at_fork(after_in_child=_closer([write]))  # a test's fork: not its pipe
+        self.audit.test, self.audit.phase = "", "start"
+        self.audit.on = audit
+
+    def run_child(self, body, request: dict, timeout, cpu_limit, audit: bool) -> dict:
+        """Fork a child that runs `body(write)` and exits with what it returns; supervise it
+        to its end or deadline; kill what it left. The reply holds its exit status, events,
+        seconds, CPU time and the audit events of its run."""
         start = time.perf_counter()
+        offset = self.audit.offset()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            os.close(read)
             code = 3
             try:
-                os.setpgid(0, 0)
-                code = self.child(request, write)
+                self._enter_child(read, write, audit)
+                code = body(write)
             except BaseException as error:  # noqa: B902 - report anything, then exit
                 try:
-                    _send(write, {"crash": f"{type(error).__name__}: {error}"})
+                    self.emit({"crash": f"{type(error).__name__}: {error}"})
                 except OSError:
                     pass
             finally:
                 os._exit(code)
         os.close(write)
-        deadline = start + float(request.get("timeout") or 1e9)
-        cpu_limit = float(request.get("cpu_limit") or 0.0)
-        events, buffer, timed_out, status = [], b"", False, None
-        while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0 or cpu_limit and _cpu_of(pid) >= cpu_limit:
-                timed_out = True
-                break
-            wait = min(remaining, TICK if cpu_limit else 1.0)
-            ready, _, _ = select.select([read], [], [], wait)
-            if ready:
-                chunk = os.read(read, 65536)
-                if not chunk:
+        try:
+            reply = self._supervise(pid, read, start, timeout, cpu_limit)
+        finally:
+            os.close(read)
+            procs.kill_descendants(os.getpid(), self.keep)
+        reply["disk"] = self.audit.since(offset)
+        reply["id"] = request.get("id")
+        return reply
+
+    def _supervise(self, pid: int, read: int, start: float, timeout, cpu_limit) -> dict:
+        deadline = start + float(timeout or 1e9)
+        cpu_limit = float(cpu_limit or 0.0)
+        try:
+            exited = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            exited = None  # then poll: the pipe's end proves nothing
+        watch = [read, self.requests.fileno()] + ([exited] if exited is not None else [])
+        buffer, timed_out, aborted, status, usage = b"", False, False, None, None
+        try:
+            while True:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0 or cpu_limit and procs.tree_cpu(pid) >= cpu_limit:
+                    timed_out = True
                     break
-                buffer += chunk
-        if timed_out:
+                wait = min(remaining, TICK if cpu_limit or exited is None else 1.0)
+                ready, _, _ = select.select(watch, [], [], wait)
+                if read in ready:
+                    chunk = os.read(read, 65536)
+                    if chunk:
+                        buffer += chunk
+                    else:
+                        watch.remove(read)
+                if self.requests.fileno() in ready:  # stop, or the runner is gone
+                    aborted = True
+                    break
+                if exited is not None:
+                    if exited in ready:
+                        break
+                else:
+                    done, status, usage = os.wait4(pid, os.WNOHANG)
+                    if done:
+                        break
+                    status = None
+        finally:
+            if exited is not None:
+                os.close(exited)
+        if timed_out or aborted:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        if status is None:
+            _, status, usage = os.wait4(pid, 0)
+        os.set_blocking(read, False)
+        while True:  # what the child wrote before it ended is in the pipe now
             try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        _, status, usage = os.wait4(pid, 0)
-        os.close(read)
+                chunk = os.read(read, 65536)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            buffer += chunk
         cpu = usage.ru_utime + usage.ru_stime
         if cpu_limit and cpu >= cpu_limit:
             timed_out = True  # over it as it ended, between two readings: the same verdict
+        events = []
         for line in buffer.split(b"\n"):
             if line.strip():
                 try:
                     events.append(json.loads(line))
                 except ValueError:
                     pass
-        exit_code = os.waitstatus_to_exitcode(status)
-        return {"id": request.get("id"), "exit": exit_code, "timeout": timed_out,
-                "events": events, "seconds": time.perf_counter() - start, "cpu": cpu}
+        return {"exit": os.waitstatus_to_exitcode(status), "timeout": timed_out,
+                "aborted": aborted, "events": events,
+                "seconds": time.perf_counter() - start, "cpu": cpu}
 
-    def child(self, request: dict, fd: int) -> int:
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(devnull, target)
+    def child(self, request: dict) -> int:
         if request["op"] == "baseline":
-            return self.run_items(self.items, fd, trace=True)
+            return self.run_items(self.items, trace=True)
         wanted = request.get("tests")
         if request["mode"] == "swap":
             if not swap_in(self.module, request["source"], request["functions"]):
-                _send(fd, {"fallback": "reload"})
-                return self.reload(request, fd)
+                self.emit({"fallback": "reload"})
+                return self.reload(request)
             items = [item for item in self.items if wanted is None or item.nodeid in wanted]
-            return self.run_items(items, fd, trace=False)
-        return self.reload(request, fd)
+            return self.run_items(items, trace=False)
+        return self.reload(request)
 
-    def run_items(self, items: list, fd: int, trace: bool) -> int:
+    def run_items(self, items: list, trace: bool) -> int:
         from _pytest.runner import runtestprotocol
 
         failed = False
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
             tracer = _Lines(self.module_path) if trace else None
-            begin, begin_cpu = time.perf_counter(), _cpu_now()
+            begin, begin_cpu = time.perf_counter(), _cpu_tree()
+            self.audit.test, self.audit.phase = item.nodeid, "start"
             if tracer:
                 tracer.start()
             try:
@@ -305,19 +492,19 @@ class Worker:
             finally:
                 if tracer:
                     tracer.stop()
+            self.audit.phase = "between"
             bad = any(report.failed for report in reports)
             failed = failed or bad
             event = {"test": item.nodeid, "failed": bad,
-                     "seconds": time.perf_counter() - begin, "cpu": _cpu_now() - begin_cpu}
+                     "seconds": time.perf_counter() - begin,
+                     "cpu": max(0.0, _cpu_tree() - begin_cpu)}
             if tracer:
                 event["lines"] = sorted(tracer.lines)
-            _send(fd, event)
+            self.emit(event)
         return 1 if failed else 0
 
-    def reload(self, request: dict, fd: int) -> int:
+    def reload(self, request: dict) -> int:
         import types
-
-        import pytest
 
         project = os.path.realpath(os.getcwd())
         name = self.module.__name__
@@ -338,21 +525,68 @@ class Worker:
         wanted = request.get("tests")
         args = list(self.pytest_args) if wanted is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(wanted)
-        recorder = _Recorder(fd)
+        recorder = _Recorder(self)
         code = pytest.main(args + ["-p", "no:cacheprovider"], plugins=[recorder])
         return int(code)
+
+    def close(self) -> None:
+        """The worker ends: every process its tests left goes, and its copy of the project
+        (the runner removes it too, should the worker be killed)."""
+        procs.kill_descendants(os.getpid())
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _closer(fds: list[int]):
+    """A function that closes `fds` where they are still these descriptors (by identity:
+    in a forked process their numbers may have been reused since)."""
+    known = []
+    for fd in fds:
+        info = os.fstat(fd)
+        known.append((fd, info.st_dev, info.st_ino))
+
+    def close() -> None:
+        for fd, device, inode in known:
+            try:
+                info = os.fstat(fd)
+                if (info.st_dev, info.st_ino) == (device, inode):
+                    os.close(fd)
+            except OSError:
+                pass
+
+    return close
+
+
+def _audit_file() -> int:
+    """An unnamed temporary file opened for appending: forked processes share it."""
+    handle = tempfile.TemporaryFile()
+    fd = os.dup(handle.fileno())
+    handle.close()
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
 
 
 def main(argv: list[str]) -> int:
     module_path, requests, replies = argv[0], int(argv[1]), int(argv[2])
     pytest_args = json.loads(argv[3])
+    scratch = argv[4] if len(argv) > 4 and argv[4] else None
+    os.set_inheritable(requests, False)  # no process a test starts may hold the runner's pipes
+    os.set_inheritable(replies, False)
+    procs.set_subreaper()
+    # Every process forked here (each mutant's child, a helper a test forks) loses the
+    # runner's pipes: none may hold them open after this worker ends.
+    os.register_at_fork(after_in_child=_closer([requests, replies]))
+    audit = Audit(module_path, _audit_file())
+    worker = Worker(module_path, requests, replies, pytest_args, audit, scratch)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    import pytest
-
-    worker = Worker(module_path, requests, replies, pytest_args)
+    # What the module sees of the command line is a `python -m pytest TESTS`'s, as in the
+    # exact path (and `cosmic-ray exec`), not this worker's arguments.
+    sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *pytest_args]
+    audit.install()
+    audit.on = True
     worker.tracer.start()
     devnull = os.open(os.devnull, os.O_RDWR)
     saved = os.dup(1)
@@ -361,7 +595,9 @@ def main(argv: list[str]) -> int:
         code = pytest.main(pytest_args + ["-p", "no:cacheprovider"], plugins=[worker])
     finally:
         worker.tracer.stop()
+        audit.on = False
         os.dup2(saved, 1)
+        worker.close()
     if int(code) not in (0,) and worker.module is None:
         _send(replies, {"error": "pytest", "exit": int(code)})
     return 0

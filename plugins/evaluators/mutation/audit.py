@@ -1,0 +1,163 @@
+"""Can a test see the module's file on disk? An audit hook (sys.addaudithook) in the worker.
+
+Coral's mutants live in memory; cosmic-ray's are written to the module's file. A test that
+reads that file (open, `inspect.getsource`, `importlib.reload`, `runpy`, an import under
+another name) or starts a process (which may import the module from disk) can tell them
+apart, so its verdict under an in-memory mutant is not proven to be cosmic-ray's. The hook
+notes each such event with the test and phase it happened in; the runner sends the mutants
+those tests decide to the exact path (the mutant written into a copy of the project).
+
+Events are appended to a file that forked processes share (a helper forked by a test that
+later starts a process is seen too); opens during the worker's collection that are the
+module's own first import are judged once collection ends (`judge`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+# Events that start a program (the program may import the module from its file).
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+                            "os.spawn", "pty.spawn", "os.startfile", "coral.fork_exec"})
+IMPORT_FILE = "<frozen importlib._bootstrap>"
+# Standard-library helpers that start fixed system tools (ldconfig, file, uname, ifconfig),
+# which cannot import the module: a library calling them on import is not a test that sees
+# the file.
+TOOLS = ("ctypes/util.py", "platform.py", "uuid.py")
+
+
+def _words(value, limit: int = 4) -> str:
+    if isinstance(value, (list, tuple)):
+        text = " ".join(os.fsdecode(v) if isinstance(v, (str, bytes)) else str(v)
+                        for v in list(value)[:limit])
+        return text + (" ..." if len(value) > limit else "")
+    return (os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value))[:80]
+
+
+class Audit:
+    """The hook: off until `on`; `test` and `phase` say what runs now."""
+
+    def __init__(self, module_path: str, fd: int):
+        self.path = os.path.realpath(module_path)
+        folder, self.base = os.path.split(self.path)
+        self.stem = self.base.rsplit(".", 1)[0] + "."
+        self.cache = os.path.join(folder, "__pycache__")
+        self.fd = fd
+        self.owner = os.getpid()
+        self.on = False
+        self.test = ""
+        self.phase = "collect"
+        self.pending: list[tuple[str, object]] = []
+        self._busy = False
+        self.stdlib = os.path.dirname(os.__file__) + os.sep
+        self.warnings = os.path.realpath(sys.modules["warnings"].__file__)
+        self.quiet: tuple[str, ...] = ()
+        self.tools = {os.path.join(self.stdlib, name) for name in TOOLS}
+
+    def install(self) -> None:
+        import _pytest
+        import pluggy
+
+        self.quiet = tuple(os.path.dirname(m.__file__) + os.sep for m in (_pytest, pluggy))
+        sys.addaudithook(self)
+        try:  # multiprocessing's spawn and forkserver start Python with no audit event
+            import _posixsubprocess
+        except ImportError:
+            return
+        original = _posixsubprocess.fork_exec
+
+        def fork_exec(*args, **kwargs):
+            self("coral.fork_exec", (args[0] if args else "?",))
+            return original(*args, **kwargs)
+
+        _posixsubprocess.fork_exec = fork_exec
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if not self.on or self._busy:
+            return
+        if event == "open":
+            if not isinstance(args[0], (str, bytes)):
+                return
+            name = os.path.basename(os.fsdecode(args[0]))
+            if name != self.base and not (name.startswith(self.stem) and name.endswith(".pyc")):
+                return
+            self._busy = True
+            try:
+                self._open(os.fsdecode(args[0]), args[1])
+            finally:
+                self._busy = False
+        elif event in PROCESS_EVENTS:
+            self._busy = True
+            try:
+                frame = sys._getframe(1)
+                while frame is not None:
+                    if frame.f_code.co_filename in self.tools:
+                        return
+                    frame = frame.f_back
+                if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn"):
+                    what = _words(args[1])
+                else:
+                    what = _words(args[0])
+                self.report(f"started a process ({what})")
+            finally:
+                self._busy = False
+
+    def _open(self, path: str, mode) -> None:
+        real = os.path.realpath(path)
+        if real != self.path and os.path.dirname(real) != self.cache:
+            return
+        spec, inner, frame = None, None, sys._getframe(2)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == IMPORT_FILE:
+                if code.co_name == "_load_unlocked" and spec is None:
+                    loading = frame.f_locals.get("spec")
+                    origin = getattr(loading, "origin", None)
+                    if isinstance(origin, str) and os.path.realpath(origin) == self.path:
+                        spec = loading  # an import of the module's file
+            elif os.path.realpath(code.co_filename) == self.warnings:
+                return  # a warning's source line, shown or recorded
+            elif inner is None and not code.co_filename.startswith(self.stdlib) \
+                    and not code.co_filename.startswith("<"):
+                inner = code.co_filename
+            frame = frame.f_back
+        if inner is not None and inner.startswith(self.quiet):
+            return  # pytest's own report of a failure quotes the source
+        verb = "wrote" if any(c in str(mode or "") for c in "wax+") else "read"
+        self.report(f"{verb} {self.base} from disk", spec)
+
+    def report(self, why: str, spec=None) -> None:
+        if spec is not None and self.phase == "collect" and os.getpid() == self.owner:
+            self.pending.append((why, spec))  # perhaps the module's own import: judge()
+            return
+        line = json.dumps({"test": self.test, "phase": self.phase, "why": why}) + "\n"
+        try:
+            os.write(self.fd, line.encode())
+        except OSError:
+            pass
+
+    def judge(self, module) -> list[str]:
+        """After collection: the imports of the module's file other than its own import."""
+        own = getattr(module, "__spec__", None)
+        found = [f"{why} (imported again: under another name, or afresh)"
+                 for why, spec in self.pending if spec is not own]
+        self.pending = []
+        return found
+
+    def since(self, offset: int) -> list[dict]:
+        """The events written after `offset` (a file position)."""
+        end = os.fstat(self.fd).st_size
+        data = os.pread(self.fd, max(0, end - offset), offset) if end > offset else b""
+        found = []
+        for line in data.split(b"\n"):
+            if line.strip():
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    pass
+        return found
+
+    def offset(self) -> int:
+        return os.fstat(self.fd).st_size

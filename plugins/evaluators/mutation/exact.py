@@ -1,0 +1,71 @@
+"""The exact path: a private copy of the project with the mutant written into the module's
+file, as cosmic-ray writes it, for the mutants whose tests can see the file on disk."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+# Folders never copied (caches a run rebuilds) and folders linked rather than copied
+# (version control, dependencies: big, and read, not written, by a test run).
+CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+LINKED = {".git", ".hg", ".svn", "node_modules", ".tox", ".nox", ".venv", "venv"}
+BIG_FILE = 8 << 20  # bytes: a bigger file is linked, not copied
+
+
+def copy_project(source: str, dest: str) -> None:
+    """Copy the project folder `source` to `dest`: regular files copied, symbolic links kept
+    as they are (a relative one points into the copy), virtual environments, version
+    control and files over BIG_FILE linked to the original, caches left out (and `dest`
+    itself, should it lie inside the project)."""
+    inside = {os.path.realpath(dest)}
+    for folder, subfolders, files in os.walk(source):
+        here = os.path.join(dest, os.path.relpath(folder, source))
+        os.makedirs(here, exist_ok=True)
+        keep = []
+        for name in subfolders:
+            path = os.path.join(folder, name)
+            if name in CACHES or os.path.realpath(path) in inside:
+                continue
+            if os.path.islink(path):
+                os.symlink(os.readlink(path), os.path.join(here, name))
+            elif name in LINKED or os.path.exists(os.path.join(path, "pyvenv.cfg")):
+                os.symlink(path, os.path.join(here, name))
+            else:
+                keep.append(name)
+        subfolders[:] = keep
+        for name in files:
+            path, target = os.path.join(folder, name), os.path.join(here, name)
+            if os.path.islink(path):
+                os.symlink(os.readlink(path), target)
+            elif os.path.isfile(path):
+                if os.path.getsize(path) > BIG_FILE:
+                    os.symlink(path, target)
+                else:
+                    shutil.copy2(path, target)
+
+
+def forget_bytecode(module_file: str) -> None:
+    """Remove the module's cached bytecode: a stale .pyc whose recorded size and mtime
+    match the rewritten file would be imported instead of it."""
+    folder, name = os.path.split(module_file)
+    stem = name.rsplit(".", 1)[0]
+    for path in glob.glob(os.path.join(folder, "__pycache__", glob.escape(stem) + ".*.pyc")):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def write_mutant(module_file: str, source: str) -> None:
+    """Write the mutated source as cosmic-ray's `mutate_path` does (text mode, UTF-8)."""
+    with open(module_file, mode="wt", encoding="utf-8") as handle:
+        handle.write(source)
+    forget_bytecode(module_file)
+
+
+def restore(module_file: str, original: bytes) -> None:
+    with open(module_file, "wb") as handle:
+        handle.write(original)
+    forget_bytecode(module_file)

@@ -1,0 +1,339 @@
+"""`coral mutation run` against hostile test suites (issue "Every input is hostile, round
+three", item 3): tests that see the module's file on disk (a subprocess, a reload, its source
+read) get cosmic-ray's verdicts through the exact path; a helper that a test forks, holding
+the worker's descriptors, neither hangs the run nor invents a timeout; no process that a test
+starts outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cosmic_ray")
+
+from test_mutation import BIN, MODULE, TESTS, coral, project, verdicts  # noqa: E402
+
+# Two functions: `add` is what the hostile test checks (through the disk), `mul` an ordinary
+# in-process test checks (so a run mixes in-memory and exact mutants). 22 mutants.
+ARITH = '''def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+'''
+HEAD = '''import importlib
+import inspect
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+import calc
+
+
+def test_mul():
+    assert calc.mul(2, 3) == 6
+
+'''
+# The same assertion on `add`, in process: Coral's in-memory verdicts on it are cosmic-ray's
+# (the 158-mutant parity test in test_mutation.py), so a hostile twin must give the same.
+BENIGN = HEAD + '''
+def test_add():
+    assert calc.add(2, 2) == 4
+'''
+SEEING = {  # each checks add(2, 2) == 4 where only the file on disk can tell
+    "subprocess": '''
+def test_add():
+    out = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 2))"],
+                         capture_output=True, text=True, cwd=os.path.dirname(calc.__file__))
+    assert out.stdout.strip() == "4"
+''',
+    "reload": '''
+def test_add():
+    importlib.reload(calc)
+    assert calc.add(2, 2) == 4
+''',
+    "source": '''
+def test_add():
+    with open(calc.__file__) as handle:
+        namespace = {}
+        exec(handle.read(), namespace)
+    assert namespace["add"](2, 2) == 4
+''',
+    "python_m": '''
+def test_add(tmp_path):
+    (tmp_path / "run_add.py").write_text("from calc import add\\nassert add(2, 2) == 4\\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(calc.__file__))
+    assert subprocess.call([sys.executable, "-m", "run_add"], cwd=tmp_path, env=env) == 0
+''',
+    "runpy": '''
+def test_add():
+    assert runpy.run_path(calc.__file__)["add"](2, 2) == 4
+''',
+    "getsource": '''
+def test_add():
+    namespace = {}
+    exec(inspect.getsource(calc.add), namespace)
+    assert namespace["add"](2, 2) == 4
+''',
+    "other_name_at_collection": '''
+import importlib.util
+
+SPEC = importlib.util.spec_from_file_location("calc_again", calc.__file__)
+AGAIN = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(AGAIN)
+
+
+def test_add():
+    assert AGAIN.add(2, 2) == 4
+''',
+    "spawn": '''
+def check():
+    assert calc.add(2, 2) == 4
+
+
+def test_add():
+    import multiprocessing
+
+    process = multiprocessing.get_context("spawn").Process(target=check)
+    process.start()
+    process.join()
+    assert process.exitcode == 0
+''',
+    "fixture": '''
+@pytest.fixture(scope="module")
+def printed():
+    return subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 2))"],
+                          capture_output=True, text=True).stdout
+
+
+def test_add(printed):
+    assert printed.strip() == "4"
+''',
+    "only_under_a_mutant": '''
+def test_add():  # the disk is seen only when a mutant changes add: the mutant's own run
+    if calc.add(2, 2) != 4:
+        out = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 2))"],
+                             capture_output=True, text=True,
+                             cwd=os.path.dirname(calc.__file__))
+        assert out.stdout.strip() == "4"
+''',
+}
+
+
+def run_coral(root: Path, *extra: str) -> subprocess.CompletedProcess:
+    return coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--workers", "2", *extra)
+
+
+def cosmic_ray(root: Path) -> dict:
+    """cosmic-ray's own `init` + `exec` (the oracle, as in the parity test)."""
+    (root / "cr.toml").write_text(
+        '[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = 30.0\nexcluded-modules = []\n'
+        f'test-command = "env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest'
+        ' -x -q -p no:cacheprovider test_calc.py"\n'
+        '[cosmic-ray.distributor]\nname = "local"\n')
+    cosmic = str(BIN / "cosmic-ray")
+    subprocess.run([cosmic, "init", "cr.toml", "cr.sqlite"], cwd=root, check=True)
+    subprocess.run([cosmic, "exec", "cr.toml", "cr.sqlite"], cwd=root, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return verdicts(root / "cr.sqlite")
+
+
+@pytest.fixture(scope="module")
+def benign(tmp_path_factory) -> dict:
+    root = project(tmp_path_factory.mktemp("benign"), ARITH, BENIGN)
+    done = run_coral(root, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["exact"] == 0  # nothing in it sees the disk
+    return verdicts(root / "s.sqlite")
+
+
+@pytest.mark.parametrize("kind", ["subprocess", "reload", "source"])
+def test_tests_that_see_the_file_get_cosmic_rays_kills(tmp_path, kind):
+    """Mutants lived only in memory: a test that ran the module in a subprocess, reloaded
+    it or read its source saw the original, so `a + b -> a - b` survived. The audit hook
+    sees such a test, and the mutants it decides are written into a copy of the project."""
+    ours = project(tmp_path / "ours", ARITH, HEAD + SEEING[kind])
+    theirs = project(tmp_path / "theirs", ARITH, HEAD + SEEING[kind])
+    expected = cosmic_ray(theirs)
+    done = run_coral(ours, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert verdicts(ours / "s.sqlite") == expected
+    killed = sum(1 for verdict in expected.values() if verdict == "killed")
+    assert summary["counts"]["killed"] == killed >= 18  # of 22: add(2, 2) hides * and **
+    assert summary["exact"] >= 11  # every mutant of add
+    assert any("test_calc.py::test_add" in why for why in summary["exact_reasons"])
+    assert {row["mode"] for row in summary["mutants"]} >= {"exact", "swap"}
+    assert (ours / "calc.py").read_text() == ARITH  # the user's file is never written
+
+
+@pytest.mark.parametrize("kind", ["python_m", "runpy", "getsource", "other_name_at_collection",
+                                  "spawn", "fixture", "only_under_a_mutant"])
+def test_every_way_of_seeing_the_file_is_caught(tmp_path, kind, benign):
+    """More ways to see the file (python -m, runpy, inspect.getsource, an import under
+    another name at collection, multiprocessing's spawn, a fixture, a subprocess started only
+    when a mutant changes the result): each gets the verdicts of the same assertion made in
+    process, and the terminal says how many mutants took the exact path."""
+    root = project(tmp_path, ARITH, HEAD + SEEING[kind])
+    done = run_coral(root)
+    assert done.returncode == 0, done.stderr
+    assert verdicts(root / "s.sqlite") == benign
+    assert "mutants ran the exact way" in done.stdout, done.stdout
+
+
+def _alive(pid: int) -> str | None:
+    """The command line of a live, non-zombie process, else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return None
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _with(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            line = _alive(int(name))
+            if line and marker in line:
+                found.append(int(name))
+    return found
+
+
+def _inside(folder: Path) -> list[int]:
+    """Live processes working in `folder` (a worker, or what a test started there)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                cwd = os.readlink(f"/proc/{name}/cwd")
+            except OSError:
+                continue
+            if (cwd == str(folder) or cwd.startswith(f"{folder}/")) and _alive(int(name)):
+                found.append(int(name))
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_a_forked_helper_holding_the_pipe_changes_nothing(tmp_path):
+    """A test forked a helper that slept 25 s holding the child's inherited result pipe: the
+    worker waited for the pipe's end, so the mutant was "killed (timeout)" (a score of 100
+    where pytest passes every test) and the run took minutes. The worker now learns of the
+    child's end from the child (a pidfd) and kills what it left: the verdicts are plain
+    pytest's, no mutant waits for the helper, and no helper is left."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    helper = f'''
+
+import os
+import time
+
+
+def test_helper():
+    pid = os.fork()
+    if pid == 0:  # holds every descriptor the test's process had, the result pipe included
+        with open(os.path.join({str(pids)!r}, str(os.getpid())), "w"):
+            pass
+        time.sleep(25)
+        os._exit(0)
+    assert clamp(50) == 10
+'''
+    plain = project(tmp_path / "plain", MODULE, TESTS)
+    forking = project(tmp_path / "forking", MODULE, TESTS + helper)
+    try:
+        done = run_coral(forking, "--json")
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        left = [int(p.name) for p in pids.iterdir() if _alive(int(p.name))]
+        assert not left, f"helpers still alive: {left}"
+    finally:
+        _kill([int(p.name) for p in pids.iterdir()])
+    assert len(list(pids.iterdir())) > 5  # the baseline and many mutants forked one
+    reference = run_coral(plain, "--json")
+    assert reference.returncode == 0, reference.stderr
+    expected = json.loads(reference.stdout)
+    assert verdicts(forking / "s.sqlite") == verdicts(plain / "s.sqlite")
+    assert summary["counts"]["timeout"] == expected["counts"]["timeout"]  # none invented
+    assert summary["mutation_score"] == expected["mutation_score"] < 100
+    waited = [row for row in summary["mutants"] if row["detail"] != "timeout"
+              and row["seconds"] >= 25]
+    assert not waited  # a mutant that waited for the helper took its 25 s at least
+    assert summary["exact"] == 0  # a fork sees the memory: the in-memory path stays
+
+
+def test_no_process_a_test_starts_outlives_the_run(tmp_path):
+    """A test that left `sleep` running in the background (12 processes after the run),
+    whichever way: Popen in a new session, a shell's `&`, nohup, setsid, a daemon that
+    forks twice. The worker is their subreaper and kills them as each mutant's run ends; a
+    worker whose runner is gone ends too."""
+    marker = f"1000.{uuid.uuid4().int % 10 ** 8:08d}"  # `sleep 1000.xxx` is 1000 s
+    daemon = ("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
+              "    if os.fork() == 0:\n        time.sleep(1000)\n")
+    starts = f'''
+
+import os
+import subprocess
+import sys
+import time
+
+
+def test_background():
+    subprocess.Popen(["sleep", "{marker}"], start_new_session=True)
+    os.system("sleep {marker} &")
+    os.system("nohup sleep {marker} >/dev/null 2>&1 &")
+    os.system("setsid sleep {marker} &")
+    subprocess.Popen([sys.executable, "-c", {daemon!r}, "{marker}"])
+    time.sleep(0.2)
+    assert count_up(2) == 2
+'''
+    root = project(tmp_path, MODULE, TESTS + starts)
+    try:
+        done = run_coral(root, "--json")
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["completed"] == summary["mutation_num"]
+        assert not _with(marker), "processes left after the run"
+        assert not _inside(root), "processes left after the run"
+        # the runner killed with -9 mid-run: its workers end, and what their tests started
+        process = subprocess.Popen(
+            [sys.executable, "-m", "coral_cli.app", "mutation", "run", "--module", "calc.py",
+             "--tests", "test_calc.py", "--session", "k.sqlite", "--workers", "2"],
+            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not _with(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _with(marker)
+        finally:
+            process.kill()
+            process.wait()
+        deadline = time.monotonic() + 60
+        while (_with(marker) or _inside(root)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _with(marker) and not _inside(root), "left after the runner was killed"
+    finally:
+        _kill(_with(marker))
