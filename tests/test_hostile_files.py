@@ -94,7 +94,7 @@ def test_a_store_that_is_a_link_out_of_the_run_is_refused(run_copy, tmp_path, en
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "link-out"])
 def test_a_summary_that_is_not_a_file_is_refused_without_blocking(run_copy, tmp_path, env,
-                                                                 kind):
+                                                                  kind):
     summary = run_copy / "summary.json"
     summary.unlink()
     if kind == "fifo":

@@ -426,7 +426,8 @@ def test_register_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path,
         "coral_plugins.evaluators.security", "coral_plugins.evaluators.syntax",
         "coral_plugins.evaluators.runtime", "coral_plugins.evaluators.mutation",
         "coral_plugins.evaluators.fim", "coral_plugins.evaluators.fim_tests",
-        "coral_plugins.evaluators.testgen", "traced")]
+        "coral_plugins.evaluators.testgen", "coral_plugins.evaluators.humaneval",
+        "traced")]
     assert {name: entry.plugin for name, entry in found.items()} == {
         "tests": "coral_plugins.evaluators.tests", "style": "coral_plugins.evaluators.style",
         "security": "coral_plugins.evaluators.security",
@@ -434,7 +435,8 @@ def test_register_hooks_are_called_through_pluggy_one_plugin_at_a_time(tmp_path,
         "runtime": "coral_plugins.evaluators.runtime", "fim": "coral_plugins.evaluators.fim",
         "mutation_gate": "coral_plugins.evaluators.mutation",
         "testgen": "coral_plugins.evaluators.testgen",
-        "fim_tests": "coral_plugins.evaluators.fim_tests", "terse": "traced"}
+        "fim_tests": "coral_plugins.evaluators.fim_tests",
+        "humaneval": "coral_plugins.evaluators.humaneval", "terse": "traced"}
 
 
 @pytest.mark.parametrize("text, line", [

@@ -13,7 +13,8 @@ from conftest import coral_env, run_coral
 from plugin_kit import echo_model_distribution
 
 ROW_KEYS = {"trial", "task", "sample", "split", "seen_in_training", "prompt_digest", "prompt",
-            "reply", "candidate", "verdict", "error", "fitness", "objectives", "tests"}
+            "reply", "candidate", "verdict", "passed", "result", "error", "fitness",
+            "objectives", "tests"}
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import types
 
 import pytest
 
-from coral_plugins.evaluators.testgen.inside import codec
+from coral_core.hosted import codec
 
 
 @pytest.fixture

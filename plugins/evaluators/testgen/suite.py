@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from coral_core.hosted import source_of
 from coral_core.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
 
@@ -24,8 +25,10 @@ RUNNER, HOST = "coral_testgen_runner", "coral_testgen_host"
 PRELOAD = ("pytest", "coverage")
 # The harness, loaded once by each worker (`Sandbox(harness_policy(...))`); a run in any
 # other sandbox sends it along and pays for compiling it.
-SOURCES = tuple((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(encoding="utf-8"))
-                for name in ("codec", "proxy", "host", "runner"))
+# The codec is the core's (coral_core/hosted), shared with other two-process harnesses.
+SOURCES = (("coral_testgen_codec", source_of("codec")),
+           *((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(encoding="utf-8"))
+             for name in ("proxy", "host", "runner")))
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 MAX_TESTS = 500
 # CPU seconds the sandbox's own limit lies beyond a run's: the program's process, whose

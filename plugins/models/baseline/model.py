@@ -53,7 +53,8 @@ class BaselineModel:
             raise UserError(
                 f"baseline: supports data sets with training examples "
                 f"({', '.join(trainable_datasets()) or 'none installed'}), not '{name}'; "
-                "try --model reference to check a data set end to end"
+                "try --model reference to check a data set end to end, or a code model: "
+                "--model hf:PATH_OR_ID or --model openai:MODEL"
             )
         self.dataset = dataset
         self.family_weights = dict(family_weights or {})

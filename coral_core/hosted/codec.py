@@ -1,4 +1,4 @@
-"""Values between the tests' process and the program's process, as plain JSON data.
+"""Values between the two processes of a hosted sandbox job, as plain JSON data.
 
 Only data crosses: None, bool, int, float, complex, str, bytes, tuple, frozenset, range,
 Fraction, Decimal and the builtin types themselves (`int`, `list`...) inline; list, dict,
@@ -8,7 +8,9 @@ Node's shared default lists, dicts keyed by tuples of Nodes) keep their identiti
 Exact types only: a subclass could run its own code in the other process. Contents are
 encoded and decoded with loops, not recursion, so a linked list of 100,000 Nodes crosses.
 
-Both processes load this text as the support module `coral_testgen_codec`.
+This file is not imported by Coral's own processes (but by tests): its text is loaded inside
+the sandbox as a support module of both processes of a job, under the name its user picks
+(`coral_testgen_codec` for test generation, `coral_hosted_codec` for HumanEval's checks).
 """
 
 import collections

