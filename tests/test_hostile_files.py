@@ -9,6 +9,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess  # nosec B404 - runs this interpreter with fixed code
+import sys
 from pathlib import Path
 
 import pytest
@@ -242,3 +244,24 @@ def test_what_a_user_typed_is_escaped_before_it_is_printed(tmp_path, env):
                           "--dry-run", env=env)
     assert result.returncode == 2 and "\x1b" not in result.stderr, repr(result.stderr)
     assert "\\x1b" in result.stderr and len(result.error_lines) == 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_module_to_mutate_that_is_not_a_file_is_refused_without_blocking(tmp_path, kind):
+    project = tmp_path / "project"
+    project.mkdir()
+    module = project / "calc.py"
+    if kind == "fifo":
+        os.mkfifo(module)
+    else:
+        module.symlink_to("/dev/zero")
+    (project / "test_calc.py").write_text("def test_nothing():\n    assert True\n")
+    env = base_env()
+    wrapper = ("import os, sys; os.chdir(sys.argv[1]); from coral_cli.app import main; "
+               "main(sys.argv[2:])")
+    done = subprocess.run([sys.executable, "-c", wrapper, str(project), "mutation", "run",
+                           "--module", "calc.py", "--tests", "test_calc.py"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not list(project.glob("*.sqlite"))

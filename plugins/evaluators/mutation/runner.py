@@ -13,11 +13,14 @@ import tokenize
 from pathlib import Path
 
 from coral_core.errors import UserError
+from coral_core.fileio import read_bytes
 
 from .plan import Plan, make_plans
 from .pool import WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from .session import Session, digest
+
+MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
 
 
 def _inside(path: Path, project: Path, what: str) -> Path:
@@ -81,8 +84,9 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
         raise UserError(f"--sample must be a fraction in (0, 1], not {sample}")
     project = (project or Path.cwd()).resolve()
     module_abs = _inside(module, project, "module")
-    if module_abs.suffix != ".py" or not module_abs.is_file():
+    if module_abs.suffix != ".py":
         raise UserError(f"module {module} is not a Python file")
+    raw = read_bytes(module_abs, limit=MODULE_BYTES, what="module")  # a FIFO is refused
     test_paths = [_inside(t, project, "tests") for t in tests]
     if skip_requested():  # after the paths: a wrong one is still an error
         return unavailable("SKIP_MUTATION=true")
@@ -96,10 +100,10 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
     session_path = Path(session_path or (project / f"{rel_module.stem}.mutation.sqlite"))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
-    try:
-        with tokenize.open(module_abs) as handle:  # its coding line and BOM, as cosmic-ray
-            source = handle.read()
-    except (SyntaxError, UnicodeDecodeError):
+    try:  # its coding line and BOM, as cosmic-ray reads it
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        source = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
         raise UserError(f"module {module} is not text in the encoding it declares (UTF-8 "
                         "unless a coding line says otherwise)") from None
     try:

@@ -20,6 +20,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from coral_core.decoding import json_value
 from coral_core.errors import UserError
 
 TABLES = """
@@ -76,7 +77,7 @@ class Session:
 
     # -- meta ------------------------------------------------------------------------------
     def meta(self) -> dict:
-        return {key: json.loads(value)
+        return {key: json_value(value, f"{self.path}: coral_meta '{key}'")
                 for key, value in self.sql.execute("SELECT key, value FROM coral_meta")}
 
     def set_meta(self, values: dict) -> None:
