@@ -153,7 +153,8 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
               (Column("task", key=True), *(Column(c, align="right") for c in columns)),
               tuple((row["task_id"], *(number(row[c]) for c in columns))
                     for row in document["tasks"]),
-              ", ".join(f"{k} {number(v)}" for k, v in document["overall"].items())))
+              ", ".join(f"{k} {v if isinstance(v, int) else number(v)}"  # a count: 20
+                        for k, v in document["overall"].items())))
 
 
 def _grid(doc: Mapping[str, Any]) -> Grid:

@@ -513,6 +513,9 @@ def test_evaluate_rescores_predictions_from_another_harness(tmp_path):
     assert json.loads(raw.stdout)["tasks"][2]["em"] == 0.0  # kept whole: not exact
     table = _rescore(tmp_path, predictions)
     assert table.returncode == 0 and "| pair" in table.stdout
+    assert "tasks 3" in table.stdout and "tasks 3.000" not in table.stdout
+    balanced = document["overall"]["balanced"]
+    assert 0 <= balanced <= 1 and f"balanced {balanced:.3f}" in table.stdout
 
 
 @pytest.mark.parametrize("predictions, words", [

@@ -146,8 +146,13 @@ budget = 3
     ('"evaluators.use" = [["style"]]', "evaluators.use"),
 ])
 def test_a_space_that_cannot_run_is_refused_before_the_run(tmp_path, env, space, fragment):
-    toml = BASE + f'[search]\nstrategy = "grid"\n[search.space]\n{space}\n'
-    result, out = _run(tmp_path, env, toml)
+    # the model in the file, not as --model: a flag would take model.spec out of the space
+    toml = (BASE + '[model]\nspec = "echo"\n'
+            + f'[search]\nstrategy = "grid"\n[search.space]\n{space}\n')
+    config, out = tmp_path / "run.toml", tmp_path / "run"
+    config.write_text(toml)
+    result = run_coral("run", "--plugin", "quixbugs", "--config", str(config), "--out",
+                       str(out), "--json", env=env)
     assert result.returncode == 2
     assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
