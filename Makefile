@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.coral-installed
 
-.PHONY: install run test test-loaded test-loaded-all bench lint clean
+.PHONY: install run test test-fast test-loaded test-loaded-all bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# Tests that start no process (tests/tiers.py marks the others slow): under a minute.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
 
 # The load-sensitive suites again with two CPU-bound processes per core beside them: the
 # sandbox, every objective and the runtime cost must not depend on the machine's load. (The

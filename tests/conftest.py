@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest_plugins = ("serve_fixture",)  # `served_tiny_model`: transformers serve on loopback
+pytest_plugins = ("serve_fixture", "tiers")  # served_tiny_model; the slow tier (tiers.py)
 
 
 def data_root() -> Path:
