@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[hf,openai,test,evolution,mutation,ray]"
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e ".[hf,openai,test,evolution,mutation,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
