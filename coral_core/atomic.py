@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+from typing import IO, Any, Callable
 
 _EXISTS = (errno.EEXIST, errno.ENOTEMPTY)
 
@@ -31,6 +32,21 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, encoding: str = "
         temporary.unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def write_bytes_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
+    """`write(handle)` into a new file beside `path` (created exclusively: never a planted
+    link or someone else's file), then renamed over `path` (a link there is replaced, not
+    followed). For writers that want a file object: `figure.savefig(handle, ...)`."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "xb") as handle:
+            write(handle)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def publish_dir(staging: str | os.PathLike[str], destination: str | os.PathLike[str], *,

@@ -9,10 +9,10 @@ outlined. Without matplotlib the file is skipped and the log says why.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from .atomic import write_bytes_with
 from .paired import ranking_figure
 from .result_tables import short_value
 
@@ -92,9 +92,7 @@ def write_heatmap(run_dir: Path, summary: Mapping[str, Any]) -> str | None:
                                      edgecolor="red", linewidth=2.5))
     axes.set_title(f"{best['rank_by']} by {first} x {second} (best outlined)", fontsize=9)
     figure.tight_layout()
-    path = Path(run_dir) / HEATMAP_FILE
-    partial = path.with_name(f".{HEATMAP_FILE}.partial")
-    figure.savefig(partial, format="png", metadata=METADATA)
+    write_bytes_with(Path(run_dir) / HEATMAP_FILE,
+                     lambda handle: figure.savefig(handle, format="png", metadata=METADATA))
     plt.close(figure)
-    os.replace(partial, path)
     return HEATMAP_FILE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from coral_core.extract import extract_python
 
 FIXED = "def gcd(a, b):\n    if b == 0:\n        return a\n    return gcd(b, a % b)"
@@ -61,3 +63,22 @@ def test_replies_that_would_crash_or_stall_a_parser_are_bounded():
         code = extract_python(reply, "gcd")
         assert isinstance(code, str)
         assert time.process_time() - started < 10.0, reply[:40]
+
+
+@pytest.mark.parametrize("unit", ["`", "```a", "``` ", "```\n", "\n```python\n", "    \t"])
+def test_extraction_is_linear_in_the_reply(unit):
+    """CPU time, not wall time, and a generous bound: an 8x longer reply of a hostile shape
+    costs far less than 64x (quadratic), whatever the machine's load."""
+    import time
+
+    def cost(size: int) -> float:
+        text = unit * (size // len(unit))
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            extract_python(text, "gcd")
+            best = min(best, time.process_time() - started)
+        return best
+
+    small, large = cost(20_000), cost(160_000)
+    assert large <= max(24 * small, 0.05), (small, large)

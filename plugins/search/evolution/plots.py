@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from coral_core.atomic import write_bytes_with
 from coral_core.plotting import METADATA, pyplot as _pyplot
 
 
@@ -33,7 +34,8 @@ def pareto_plot(path: Path, genomes: Sequence[Mapping[str, Any]], front: set[int
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="lower left")
     figure.tight_layout()
-    figure.savefig(path, metadata=METADATA)
+    write_bytes_with(path, lambda handle: figure.savefig(handle, format="png",
+                                                         metadata=METADATA))
     plt.close(figure)
 
 
@@ -58,5 +60,6 @@ def generations_plot(path: Path, generations: Sequence[Mapping[str, Any]],
     bottom.grid(alpha=0.3)
     bottom.set_xticks(numbers)
     figure.tight_layout()
-    figure.savefig(path, metadata=METADATA)
+    write_bytes_with(path, lambda handle: figure.savefig(handle, format="png",
+                                                         metadata=METADATA))
     plt.close(figure)
