@@ -23,6 +23,7 @@ else:  # pragma: no cover
 MAX_DEPTH = 64
 MAX_NUMBER_CHARS = 64  # an int or float literal's length; 2**63 has 19 digits
 MAX_INT = 2 ** 63
+MAX_KEY_PARTS = 64
 
 
 class DecodeError(UserError):
@@ -65,8 +66,20 @@ def json_value(text: str | bytes, where: str) -> Any:
     return _check_depth(value, where)
 
 
+def _check_keys(text: str, where: str) -> None:
+    """tomllib takes time quadratic in the parts of one dotted key (`a.a.a...` a million
+    times: minutes); no Coral key has more than a few, so a long one is refused first."""
+    for number, line in enumerate(text.split("\n"), 1):
+        head = line.lstrip()
+        key = head[:head.find("]")] if head.startswith("[") else head.split("=", 1)[0]
+        if key.count(".") >= MAX_KEY_PARTS:
+            raise DecodeError(f"{where}: line {number}: a key of more than {MAX_KEY_PARTS} "
+                              "dotted parts")
+
+
 def toml_document(text: str, where: str) -> dict[str, Any]:
     """One TOML document (its tables as dicts); TOMLDecodeError messages carry the line."""
+    _check_keys(text, where)
     try:
         value = tomllib.loads(text, parse_float=lambda s: _number(s, float))
     except RecursionError:

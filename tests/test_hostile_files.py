@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import data_root
 from hostile_cli import base_env, run_measured
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
@@ -157,6 +158,8 @@ def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
     ("[run]\nseed = " + "[" * 100_000, "nested deeper"),
     ("[run]\nseed = " + LONG_INT, "out of range"),
     ("[run]\nseed = 99999999999999999999", "out of range"),
+    ("[" + ".".join(["a"] * 1_000_000) + "]\n", "dotted parts"),
+    (".".join(["a"] * 1_000_000) + " = 1\n", "dotted parts"),
 ])
 def test_a_config_that_breaks_parsers_is_one_line(tmp_path, env, text, words):
     config = tmp_path / "c.toml"
@@ -265,3 +268,19 @@ def test_a_module_to_mutate_that_is_not_a_file_is_refused_without_blocking(tmp_p
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not list(project.glob("*.sqlite"))
+
+
+@pytest.mark.parametrize("appended", ["testdata = 9**9**9", 'testdata = "x" * (10**10)',
+                                      "testdata = [0] * (10**9)", "syntax error here (",
+                                      "\0", "(" * 300])
+def test_a_hostile_data_folder_test_file_is_one_line(tmp_path, appended):
+    copy = tmp_path / "data" / "quixbugs"
+    shutil.copytree(data_root() / "quixbugs", copy)
+    tests = copy / "python_testcases" / "test_gcd.py"
+    tests.write_text(tests.read_text() + "\n" + appended + "\n")
+    result = run_measured("evaluate", "--plugin", "quixbugs", "--data-dir",
+                          str(tmp_path / "data"), "--problem", "gcd", "--candidate",
+                          str(copy / "correct_python_programs" / "gcd.py"), env=base_env(),
+                          timeout=120)
+    _refused(result, "gcd")
+    assert result.peak_mib < 1000, result

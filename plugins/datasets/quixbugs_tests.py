@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core.decoding import json_value
-from coral_core.fileio import DATA_BYTES, read_text
+from coral_core.fileio import read_text
 from coral_core.program_tests import Case, Expect, Step
 
 RECORD = "__coral_record__"
@@ -142,7 +142,7 @@ def _is_use_correct_switch(statement: ast.stmt) -> bool:
 
 def script_cases(test_source: str, problem: str) -> tuple[str, tuple[Case, ...]]:
     """Setup code for the sandbox and one case per upstream test function, in file order."""
-    tree = ast.parse(test_source)
+    tree = _parsed(test_source)
     body: list[ast.stmt] = []
     cases: list[Case] = []
     for statement in tree.body:
@@ -210,6 +210,32 @@ _SAFE_BUILTINS = {"tuple": tuple, "list": list, "set": set, "dict": dict, "sorte
                   "float": float, "int": int, "str": str, "len": len, "range": range}
 
 
+# The largest upstream file is 16 KB: a cap far above it bounds a hostile data folder's.
+QUIXBUGS_FILE_BYTES = 4 * 1024 * 1024
+
+# What a rewrite of `testdata` may be made of (hanoi's is a comprehension calling tuple):
+# no arithmetic, no range, small constants, so a data folder cannot make the parent compute
+# 9**9**9 or allocate "x" * 10**10.
+_RESHAPING = (ast.Expression, ast.ListComp, ast.GeneratorExp, ast.comprehension, ast.Name,
+              ast.Load, ast.Store, ast.Tuple, ast.List, ast.Call, ast.Subscript, ast.Constant)
+_RESHAPING_CALLS = {"tuple", "list", "set", "sorted", "dict", "float", "int", "str"}
+
+
+def _check_reshaping(node: ast.expr) -> None:
+    nodes = list(ast.walk(node))
+    if len(nodes) > 200 or sum(isinstance(n, ast.comprehension) for n in nodes) > 3:
+        raise UpstreamFormatError("a testdata rewrite larger than any upstream one")
+    for each in nodes:
+        if not isinstance(each, _RESHAPING):
+            raise UpstreamFormatError(f"a testdata rewrite uses {type(each).__name__}")
+        if isinstance(each, ast.Call) and not (isinstance(each.func, ast.Name)
+                                               and each.func.id in _RESHAPING_CALLS):
+            raise UpstreamFormatError("a testdata rewrite calls something else than a "
+                                      "constructor")
+        if isinstance(each, ast.Constant) and len(repr(each.value)) > 100:
+            raise UpstreamFormatError("a testdata rewrite holds a large constant")
+
+
 def _reshape(tree: ast.Module, rows: list[Any]) -> list[Any]:
     """Apply module-level rewrites of `testdata` (hanoi turns expected pairs into tuples).
 
@@ -219,14 +245,24 @@ def _reshape(tree: ast.Module, rows: list[Any]) -> list[Any]:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] \
                 == ["testdata"] and "load_json_testcases" not in ast.unparse(statement.value):
+            _check_reshaping(statement.value)
             code = compile(ast.Expression(statement.value), "<testdata>", "eval")
             # upstream test code, with pure constructors as its only builtins
             rows = eval(code, {"__builtins__": _SAFE_BUILTINS}, {"testdata": rows})  # nosec B307
     return rows
 
 
+def _parsed(test_source: str) -> ast.Module:
+    """Upstream test code parsed; anything that does not parse is a format error."""
+    try:
+        return ast.parse(test_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise UpstreamFormatError(f"its test file does not parse ({type(error).__name__})"
+                                  ) from None
+
+
 def call_cases(test_source: str, json_lines: list[str], problem: str) -> tuple[Case, ...]:
-    tree = ast.parse(test_source)
+    tree = _parsed(test_source)
     function = _test_function(tree)
     project, comparison, tolerance = _call_shape(function, problem)
     slow_inputs = _slow_inputs(function)
@@ -249,7 +285,8 @@ def call_cases(test_source: str, json_lines: list[str], problem: str) -> tuple[C
 
 def data_file(root: Path, folder: str, name: str) -> str:
     """A file of the data set: regular, capped, and inside `root` (a link out is refused)."""
-    return read_text(root / folder / name, limit=DATA_BYTES, what="QuixBugs file", within=root)
+    return read_text(root / folder / name, limit=QUIXBUGS_FILE_BYTES, what="QuixBugs file",
+                     within=root)
 
 
 def load_cases(root: Path, problem: str) -> tuple[str, tuple[Case, ...]]:
