@@ -267,12 +267,22 @@ def _strategy_state(strategy: SearchStrategy, told: int) -> str:
 def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress,
             lifecycle: Lifecycle) -> None:
     strategy, planner = session.strategy, session.planner
-    saved = json_value(store.meta("strategy") or "null", f"{store.path}: strategy state")
+    where = f"{store.path}: the saved search state"
+    saved = json_value(store.meta("strategy") or "null", where)
     told = -1
     if saved is not None:
+        batches = max((t.batch for t in store.trials()), default=-1)
+        if (not isinstance(saved, dict) or set(saved) != {"told", "state"}
+                or not isinstance(saved["told"], int) or isinstance(saved["told"], bool)
+                or not -1 <= saved["told"] <= batches):
+            raise RunStoreError(f"{where} has the wrong shape; the store is damaged")
         told = saved["told"]
         if saved["state"] is not None and hasattr(strategy, "restore"):
-            strategy.restore(saved["state"])
+            try:
+                strategy.restore(saved["state"])
+            except (TypeError, KeyError, ValueError, AttributeError, IndexError) as error:
+                raise RunStoreError(f"{where} cannot be restored ({type(error).__name__}: "
+                                    f"{error}); the store is damaged") from None
     while True:
         trials = store.trials()
         batch_number = max((t.batch for t in trials), default=-1)

@@ -284,3 +284,14 @@ def test_a_hostile_data_folder_test_file_is_one_line(tmp_path, appended):
                           timeout=120)
     _refused(result, "gcd")
     assert result.peak_mib < 1000, result
+
+
+@pytest.mark.parametrize("state", ['{"state": 5, "told": 0}', "[1]", '"x"',
+                                   '{"state": {}, "told": "x"}', '{"state": null, "told": 99}',
+                                   '{"state": {"version": 1}, "told": 0}'])
+def test_resuming_a_damaged_search_state_is_one_line(run_copy, env, state):
+    run_dir = _unfinished(run_copy)
+    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('strategy', ?)", (state,))
+    result = run_measured("run", "--resume", str(run_dir), env=env)
+    _refused(result, "search state")
