@@ -4,6 +4,7 @@ objectives), as JSONL or CSV."""
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -35,15 +36,19 @@ def export(
         _checked(lambda: write(rows, sys.stdout, fmt), run_dir)
         sys.stdout.flush()
         return
-    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    partial = output.with_name(f".{output.name}.{secrets.token_hex(8)}.partial")
     try:
-        with open(partial, "x", encoding="utf-8", newline="") as handle:
+        handle = open(partial, "x", encoding="utf-8", newline="")  # never someone else's
+    except OSError as error:
+        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
+    try:
+        with handle:
             count = _checked(lambda: write(rows, handle, fmt), run_dir)
         os.replace(partial, output)  # a reader never sees half an export
     except OSError as error:
         raise UserError(f"cannot write {output}: {error.strerror or error}") from None
     finally:
-        partial.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)  # ours: made above
     sys.stderr.write(f"coral: wrote {count} samples to {output}\n")
 
 

@@ -71,8 +71,8 @@ MEANINGS: dict[str, dict[str, str]] = {
     "execution": {
         "executor": "`local`, or an executor plugin's (e.g. `ray`). `--executor`.",
         "ray_address": "Ray cluster address for the ray executor. `--ray-address`.",
-        "workers": "Sandbox slots running candidates at once; 0 = one per core (with the ray "
-                   "executor: per node, 0 = the node's CPUs).",
+        "workers": "Sandbox slots running candidates at once (at most 4096); 0 = one per core "
+                   "(with the ray executor: per node, 0 = the node's CPUs).",
         "generation_actors": "Ray executor: actors that each hold the model; 0 = one per GPU "
                              "in the cluster (one without GPUs). See docs/ray.md.",
         "evaluation_actors": "Ray executor: actors that each hold a sandbox pool; 0 = one per "

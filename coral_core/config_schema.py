@@ -97,7 +97,8 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
     },
     "execution": {
         "executor": ("str", None), "ray_address": ("str", None),
-        "workers": ("int", lambda v: v >= 0 or "must be >= 0 (0 = one per core)"),
+        "workers": ("int", _between(0, 4096, "must be >= 0 (0 = one per core)",
+                                    "must be at most 4096 (each is a sandbox worker process)")),
         "generation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
                               "(0 = one per GPU, or one without GPUs)"),
         "evaluation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "

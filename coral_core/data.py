@@ -466,7 +466,8 @@ def _fetch_lock(parent: Path, name: str) -> Iterator[None]:
 
 def _remove_stale(parent: Path, name: str) -> None:
     """Scratch and replaced folders that a killed fetch of `name` left behind."""
-    for path in list(parent.glob(f".{name}-*")) + list(parent.glob(f".{name}.old-*")):
+    # `.NAME.scratch-*` exactly: `.humaneval-*` would also match humaneval-infilling's
+    for path in list(parent.glob(f".{name}.scratch-*")) + list(parent.glob(f".{name}.old-*")):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
 
@@ -492,7 +493,7 @@ def fetch_pinned(
         return target
     with _fetch_lock(target.parent, name):
         _remove_stale(target.parent, name)
-        with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=target.parent) as scratch:
+        with tempfile.TemporaryDirectory(prefix=f".{name}.scratch-", dir=target.parent) as scratch:
             scratch_path = Path(scratch)
             archive = scratch_path / "archive"
             _download(url, archive, limits)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import traceback
 
-# What a plugin's code may raise that must not end Coral: any error, and sys.exit() too (a
-# plugin that exits at import would otherwise end `coral plugins list` with no message).
-PLUGIN_FAULTS = (Exception, SystemExit)
+# What a plugin's code may raise that must not end Coral: any error, sys.exit() (a plugin
+# that exits at import would otherwise end `coral plugins list` with no message) and a stray
+# GeneratorExit. KeyboardInterrupt stays the user's ^C.
+PLUGIN_FAULTS = (Exception, SystemExit, GeneratorExit)
 
 _SKIPPED = ("<frozen ", os.sep + "importlib" + os.sep, os.sep + "pluggy" + os.sep)
 

@@ -8,6 +8,7 @@ tables and the Markdown output agree.
 from __future__ import annotations
 
 import json
+import math
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Mapping
 
@@ -18,8 +19,11 @@ from .tables import Column, Grid
 def _round(value: float, places: int, scale: int = 1) -> str:
     """`value` x `scale` to `places` decimals, half up, on the decimal the value prints
     as (0.0345 is 3.45%, so 3.5%, although 100 * 0.0345 is 3.4499... in binary)."""
+    value = float(value)
+    if not math.isfinite(value) or abs(value) >= 1e15:  # not a score: no rounding to show
+        return f"{value * scale:g}"
     quantum = Decimal(1).scaleb(-places)
-    exact = Decimal(repr(float(value))) * scale
+    exact = Decimal(repr(value)) * scale
     return str(exact.quantize(quantum, rounding=ROUND_HALF_UP))
 
 

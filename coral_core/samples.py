@@ -154,6 +154,8 @@ def write_results(scored: Scored, path: Path) -> None:
     lines = (json.dumps(result_line(sample, result), ensure_ascii=False, default=str)
              for sample, result in zip(scored.samples, scored.results))
     text = "".join(line + "\n" for line in lines)
+    # a lone surrogate (a completion may hold one) becomes its JSON escape, read back as is
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         write_text_atomic(Path(path), text)
     except OSError as error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -134,6 +135,15 @@ def _json_column(text: Any, kind: type, table: str, path: Path) -> Any:
                             f"({type(value).__name__}, expected {kind.__name__}); the store "
                             "is damaged")
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(value: str) -> str:
+    """Text SQLite can store: a lone surrogate (a server's reply may hold one; UTF-8 cannot)
+    is U+FFFD."""
+    return _SURROGATE.sub("\ufffd", value)
 
 
 def _finite_json(value: Any) -> str:
@@ -275,7 +285,7 @@ class RunStore:
         """{digest: the prompt as plain data}; a digest already stored is kept."""
         for digest, prompt in prompts.items():
             self._write("INSERT OR IGNORE INTO prompts VALUES (?, ?)",
-                        (digest, json.dumps(prompt, ensure_ascii=False)))
+                        (digest, _text(json.dumps(prompt, ensure_ascii=False))))
 
     def prompts(self) -> dict[str, dict[str, Any]]:
         try:
@@ -290,9 +300,9 @@ class RunStore:
         self._write(
             "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (record.trial, record.task_id, record.sample, record.request_digest,
-             record.prompt_digest, _finite_json(record.params), record.text,
+             record.prompt_digest, _finite_json(record.params), _text(record.text),
              _bounded_int(record.prompt_tokens), _bounded_int(record.completion_tokens),
-             _finite(record.seconds), str(record.finish_reason), time.time()),
+             _finite(record.seconds), _text(str(record.finish_reason)), time.time()),
         )
 
     def generations(self, trial: int) -> dict[tuple[str, int], GenerationRecord]:

@@ -171,13 +171,13 @@ def test_a_killed_fetch_leaves_scratch_that_the_next_fetch_removes(server, tree,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not list(datasets.glob(".quixbugs-*")) and time.monotonic() < deadline:
+        while not list(datasets.glob(".quixbugs.scratch-*")) and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1.0)  # a byte or so on disk
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.wait(30)
-    assert list(datasets.glob(".quixbugs-*")), "the killed fetch left its scratch folder"
+    assert list(datasets.glob(".quixbugs.scratch-*")), "the killed fetch left its scratch folder"
     (datasets / ".quixbugs.old-dead").mkdir()  # as a killed --force replacement leaves
     result, _ = fetch(server, _with(tree), tmp_path)
     assert result.returncode == 0, result.stderr
@@ -189,8 +189,8 @@ def test_scratch_left_beside_an_installed_copy_is_removed_by_the_next_fetch(serv
     result, cache = fetch(server, _with(tree), tmp_path)
     assert result.returncode == 0, result.stderr
     datasets = cache / "datasets"
-    (datasets / ".quixbugs-killed").mkdir()  # a fetch --force killed at its deadline
-    (datasets / ".quixbugs-killed" / "archive").write_bytes(b"partial")
+    (datasets / ".quixbugs.scratch-killed").mkdir()  # a fetch --force killed at its deadline
+    (datasets / ".quixbugs.scratch-killed" / "archive").write_bytes(b"partial")
     again, _ = fetch(server, _with(tree), tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in datasets.iterdir()) == [".quixbugs.lock", "quixbugs"]

@@ -159,6 +159,10 @@ def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
     ("[run]\nseed = " + LONG_INT, "out of range"),
     ("[run]\nseed = 99999999999999999999", "out of range"),
     ("[" + ".".join(["a"] * 1_000_000) + "]\n", "dotted parts"),
+    ("[execution]\nworkers = 100000\n", "at most 4096"),
+    ('[search]\nstrategy = "evolution"\n[search.options]\ngenes = [1]\n', "a table of genes"),
+    ('[search]\nstrategy = "evolution"\n[search.options]\nplot_objectives = "bugfix"\n',
+     "a list of two"),
     (".".join(["a"] * 1_000_000) + " = 1\n", "dotted parts"),
 ])
 def test_a_config_that_breaks_parsers_is_one_line(tmp_path, env, text, words):
@@ -295,3 +299,45 @@ def test_resuming_a_damaged_search_state_is_one_line(run_copy, env, state):
         db.execute("INSERT OR REPLACE INTO meta VALUES ('strategy', ?)", (state,))
     result = run_measured("run", "--resume", str(run_dir), env=env)
     _refused(result, "search state")
+
+
+def test_a_summary_with_huge_numbers_still_reports(run_copy, env):
+    summary = json.loads((run_copy / "summary.json").read_text())
+    summary["fitness"] = 1e300
+    summary["problems"][0]["fitness"] = 1e308
+    (run_copy / "summary.json").write_text(json.dumps(summary))
+    result = run_measured("report", str(run_copy), env=env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "1e+300" in result.stdout
+
+
+def test_a_lone_surrogate_in_a_completion_is_kept_in_the_results(tmp_path, env):
+    samples, results = tmp_path / "s.jsonl", tmp_path / "r.jsonl"
+    samples.write_text('{"task_id": "gcd", "completion": "\\ud800"}\n')
+    result = run_measured("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                          "--results", str(results), env=env)
+    assert result.returncode == 0, result.stderr
+    line = json.loads(results.read_text())
+    assert line["completion"] == "\ud800" and line["passed"] is False
+
+
+def test_one_data_sets_fetch_leaves_anothers_scratch_alone(tmp_path):
+    from coral_core.data import _remove_stale
+
+    (tmp_path / ".humaneval-infilling.scratch-live").mkdir()
+    (tmp_path / ".humaneval.scratch-dead").mkdir()
+    _remove_stale(tmp_path, "humaneval")
+    assert [p.name for p in tmp_path.iterdir()] == [".humaneval-infilling.scratch-live"]
+
+
+def test_a_link_planted_in_the_fim_cache_is_replaced_not_read(tmp_path, monkeypatch):
+    from coral_plugins.datasets.fim import default_set
+
+    monkeypatch.setenv("CORAL_CACHE_DIR", str(tmp_path / "cache"))
+    path = default_set("line", 3, 0)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text('{"prefix": "a", "suffix": "b", "groundtruth": "c"}\n')
+    path.unlink()
+    path.symlink_to(outside)
+    assert default_set("line", 3, 0) == path and not path.is_symlink()
+    assert outside.read_text().count("\n") == 1 and path.read_text().count("\n") == 3

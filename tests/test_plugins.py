@@ -259,7 +259,8 @@ def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path, data_di
     assert json.loads(result.stdout)["problems"][0]["n"] == 1
 
 
-@pytest.mark.parametrize("exits", ["raise SystemExit(3)", "import sys\nsys.exit('bye')"])
+@pytest.mark.parametrize("exits", ["raise SystemExit(3)", "import sys\nsys.exit('bye')",
+                                   "raise GeneratorExit"])
 def test_a_plugin_that_exits_at_import_is_reported_like_any_failure(tmp_path, data_dir, exits):
     site = make_distribution(tmp_path / "site", "coral-quitter", {"coral_quitter": exits},
                              {"quitter": "coral_quitter"})
@@ -267,7 +268,7 @@ def test_a_plugin_that_exits_at_import_is_reported_like_any_failure(tmp_path, da
     listed = run_coral("plugins", "list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     quitter = next(p for p in json.loads(listed.stdout) if p["name"] == "quitter")
-    assert quitter["status"] == "failed" and "SystemExit" in quitter["error"]
+    assert quitter["status"] == "failed" and "Exit" in quitter["error"]
     assert "plugin 'quitter' failed to load and was skipped" in listed.stderr
     result = run_coral("run", "--plugin", "quixbugs", "--dry-run", env=env)
     assert result.returncode == 0, result.stderr

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
-from ..failures import PLUGIN_FAULTS
+from ..failures import PLUGIN_FAULTS, describe
 from ..blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from ..factories import Scoring, build_dataset, build_model, build_scoring
 from ..hookspecs import hookimpl
@@ -86,7 +86,11 @@ class LocalExecutor:
 
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]:
-        return self.model(model).generate(list(requests))
+        try:
+            return self.model(model).generate(list(requests))
+        except (SystemExit, GeneratorExit) as error:  # a model's bug, not Coral's exit
+            raise RuntimeError(f"model '{model.section['spec']}' raised "
+                               f"{describe(error)}") from error
 
     def submit(self, scoring: ScoringBlueprint, task: Task, text: str,
                extract: bool = True) -> "Future[ScoredCandidate]":

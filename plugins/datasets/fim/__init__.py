@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from coral_core.data import cache_root
 from coral_core.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
+from coral_core.fileio import is_regular
 from coral_core.hookspecs import hookimpl
 from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task
@@ -92,7 +93,7 @@ def default_set(kind: str = "line", n: int = 200, seed: int = 0) -> Path:
     root = build.stdlib_dir()
     key = hashlib.sha256(f"{root}|{sys.version}|{build.BUILDER_VERSION}".encode()).hexdigest()
     path = cache_root() / "fim" / f"stdlib-{kind}-{n}-{seed}-{key[:12]}.jsonl"
-    if not path.exists():
+    if not is_regular(path):  # absent, or a link or FIFO planted in the cache: (re)built
         build.write_jsonl(build.build_tasks(root, kind, n, seed, "python"), path)
     return path
 

@@ -65,6 +65,15 @@ def _integer(name: str, value: Any, least: int, most: int) -> int:
     return value
 
 
+def _shaped(name: str, value: Any, kind: type, what: str) -> Any:
+    """An option of a given shape (a table, a list of names), or one line naming it."""
+    if value is not None and (not isinstance(value, kind) or (
+            kind is list and not all(isinstance(item, str) for item in value))):
+        raise OptionInvalid(("search", "options", name),
+                            f"[search.options] {name} = {value!r}: must be {what}")
+    return value
+
+
 class EvolutionSearch:
     """NSGA-II over genomes; see the module's documentation and docs/evolution.md."""
 
@@ -106,6 +115,10 @@ class EvolutionSearch:
                 f"number in [0, {MAX_TRAIN_SECONDS}] (0: none)"))
         self.max_train_seconds = float(max_train_seconds)
         self.seed = int(seed)
+        _shaped("genes", genes, dict, "a table of genes")
+        _shaped("training", training, dict, "a table")
+        _shaped("objectives", objectives, list, "a list of objective names")
+        _shaped("plot_objectives", plot_objectives, list, "a list of two objective names")
 
         produced = _evaluator_objectives(config)
         self.objectives = list(objectives) if objectives is not None else produced
