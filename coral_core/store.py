@@ -122,7 +122,7 @@ def _checked(rows: list[tuple[Any, ...]], kinds: tuple[Any, ...], table: str,
     edited by hand must fail in one line, not deep inside a report)."""
     for row in rows:
         for value, kind in zip(row, kinds):
-            if not isinstance(value, kind) or (isinstance(value, bool)):
+            if not isinstance(value, kind):
                 raise RunStoreError(f"{path}: a row of '{table}' holds a value of the wrong "
                                     f"type ({type(value).__name__}); the store is damaged")
     return rows
