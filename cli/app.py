@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shlex
@@ -87,6 +88,19 @@ def _setup_logging() -> None:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
 
+def _interrupted() -> None:
+    """^C outside a run's own handling: say so and exit now, without joining worker threads
+    at interpreter exit (one waiting on a worker would hold the exit, and a second ^C there
+    printed a traceback)."""
+    sys.stdout.flush()
+    sys.stderr.write("coral: error: interrupted\n")
+    sys.stderr.flush()
+    cleanup = threading.Thread(target=atexit._run_exitfuncs, daemon=True)  # kill sandboxes
+    cleanup.start()
+    cleanup.join(2.0)
+    os._exit(130)
+
+
 def _terminated(signum: int, frame: object) -> None:
     """SIGTERM (a scheduler's stop, `kill PID`) ends a command as Ctrl-C does: an
     interrupted run is marked so and prints the command that resumes it."""
@@ -120,10 +134,12 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", 130)
     except typer.Exit as done:
         raise SystemExit(done.exit_code)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except KeyboardInterrupt as stopped:
+        if _state["verbose"]:
+            traceback.print_exception(stopped, file=sys.stderr)
+        _interrupted()
     if result == 130:  # typer's answer to ^C (KeyboardInterrupt), returned, not raised
-        _fail("interrupted", 130)
+        _interrupted()
     raise SystemExit(result if isinstance(result, int) else 0)
 
 

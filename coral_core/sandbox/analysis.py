@@ -78,9 +78,9 @@ class _Worker:
         else:
             command = [sys.executable, *INTERPRETER_FLAGS, "-c",
                        worker_launcher(str(WORKER_DIR), "lint"), options]
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # its own session: see pool.py
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=scrubbed_environment(), cwd="/", close_fds=True)
+            env=scrubbed_environment(), cwd="/", close_fds=True, start_new_session=True)
         try:
             hello = self._receive(time.monotonic() + START_SECONDS)
             if not hello.get("ready"):

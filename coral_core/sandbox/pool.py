@@ -140,9 +140,11 @@ class _Slot:
             cwd = self.scratch
         if self.cgroup is not None:
             command = self.cgroup.wrap(command)
+        # a session of its own: a terminal's ^C reaches Coral alone, which stops its
+        # workers in order (a worker that got it too died half-way, its sandbox orphaned)
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=scrubbed_environment(), cwd=cwd, close_fds=True,
+            env=scrubbed_environment(), cwd=cwd, close_fds=True, start_new_session=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.pipes = Pipes(self.process.stdin.fileno(), self.process.stdout.fileno())
