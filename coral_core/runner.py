@@ -8,12 +8,15 @@ resumed run continues the same search: no finished trial or sample is redone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import __version__, config as configuration, launch, plugins
 from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
@@ -252,11 +255,28 @@ def execute(info: RunInfo, session: Session, progress: Progress | None = None,
         lifecycle.notify("coral_run_finished", run=info, summary=summary)
         return summary
     except KeyboardInterrupt:
-        session.executor.cancel()
-        store.set_meta("status", "interrupted")
+        with _deaf_to_interrupts():  # a second ^C (or one a wrapper forwards) must not cut
+            store.set_meta("status", "interrupted")  # this short cleanup off half-way
+            session.executor.cancel()
         raise Interrupted(str(info.run_dir)) from None
     finally:
         store.close()
+
+
+@contextlib.contextmanager
+def _deaf_to_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored for a moment (main thread only: elsewhere Python cannot
+    set handlers, and no signal lands there anyway)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {number: signal.signal(number, signal.SIG_IGN)
+             for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
 
 
 def _strategy_state(strategy: SearchStrategy, told: int) -> str:
