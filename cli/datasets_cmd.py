@@ -71,7 +71,8 @@ def show_dataset(
                      "-" if row["tests"] is None else str(row["tests"]),
                      "yes" if row["seen_in_training"] else "") for row in rows),
               "splits: " + ", ".join(f"{s} {n}" for s, n in counts.items())
-              + "; seen: the problem is used in training"))
+              + ("; seen: the problem is used in training"
+                 if any(row["seen_in_training"] for row in rows) else "")))
     if any(not row["reference"] for row in rows):
         note("problems without a reference solution cannot be checked with "
              "--model reference")

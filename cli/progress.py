@@ -9,6 +9,7 @@ import time
 
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
                            TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Column
 
 from .output import stderr
 
@@ -18,9 +19,14 @@ class RichProgress:
 
     def __init__(self) -> None:
         self._progress = Progress(
-            SpinnerColumn(finished_text=" "), TextColumn("{task.description:>9}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-            TimeRemainingColumn(), TextColumn("{task.fields[note]}", style="dim"),
+            # at 80 columns the note gives way, never the counts and times ("0/4…" for 0/400)
+            SpinnerColumn(finished_text=" "), TextColumn("{task.description:>9}"),
+            BarColumn(bar_width=16),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)), TextColumn("eta"),
+            TimeRemainingColumn(table_column=Column(no_wrap=True)),
+            TextColumn("{task.fields[note]}", style="dim",
+                       table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
             console=stderr, transient=False,
         )
         self._tasks: dict[str, TaskID] = {}
