@@ -13,6 +13,7 @@ import typer
 
 from coral_core.errors import UserError
 from coral_core.export import FORMATS, sample_rows, write
+from coral_core.reporting import SHAPE_ERRORS
 
 HELP = ("Every sample of a run, one row each: trial, task, sample, split, prompt digest, "
         "prompt, reply, extracted candidate, verdict, error, fitness, objectives and test "
@@ -57,6 +58,6 @@ def _checked(writing: Callable[[], int], run_dir: Path) -> int:
     prompt's messages) is checked here, as it is written out."""
     try:
         return writing()
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as error:
+    except SHAPE_ERRORS as error:
         raise UserError(f"{run_dir}: a stored record has an unexpected shape "
                         f"({type(error).__name__}: {error}); the store is damaged") from None

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from coral_core.errors import UserError
-from coral_core.reporting import load_report
+from coral_core.reporting import SHAPE_ERRORS, load_report
 from coral_core.result_tables import partial_note
 
 from .output import note, print_json, show_results
@@ -26,7 +26,7 @@ def report(
         return
     try:
         show_results(summary, every_problem=per_problem)
-    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as error:
+    except SHAPE_ERRORS as error:
         # check_summary covers what every table reads; a plugin's table may read more
         raise UserError(f"{run_dir}: the summary has an unexpected shape "
                         f"({type(error).__name__}: {error})") from None

@@ -78,6 +78,10 @@ def timeless(summary: Any) -> Any:
     return summary
 
 
+# What reading a damaged record raises past the shape checks (a plugin's table reading a
+# field of another shape): `coral report` and `coral export` turn it into one line.
+SHAPE_ERRORS = (TypeError, KeyError, AttributeError, ValueError, IndexError)
+
 _TEXT, _COUNT, _NUMBER = (str,), (int,), (int, float)
 _MAYBE_TEXT = (str, type(None))
 # What the tables read of a summary, by key: a summary.json edited by hand or by another

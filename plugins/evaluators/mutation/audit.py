@@ -36,6 +36,18 @@ def _words(value, limit: int = 4) -> str:
     return (os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value))[:80]
 
 
+def json_lines(data: bytes) -> list:
+    """The JSON values of `data`'s lines; a line cut short by a kill is skipped."""
+    found = []
+    for line in data.split(b"\n"):
+        if line.strip():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                pass
+    return found
+
+
 class Audit:
     """The hook: off until `on`; `test` and `phase` say what runs now."""
 
@@ -150,14 +162,7 @@ class Audit:
         """The events written after `offset` (a file position)."""
         end = os.fstat(self.fd).st_size
         data = os.pread(self.fd, max(0, end - offset), offset) if end > offset else b""
-        found = []
-        for line in data.split(b"\n"):
-            if line.strip():
-                try:
-                    found.append(json.loads(line))
-                except ValueError:
-                    pass
-        return found
+        return json_lines(data)
 
     def offset(self) -> int:
         return os.fstat(self.fd).st_size

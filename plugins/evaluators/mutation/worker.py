@@ -50,7 +50,7 @@ import time
 import pytest
 
 from coral_plugins.evaluators.mutation import exact, procs
-from coral_plugins.evaluators.mutation.audit import Audit
+from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
 TRACE_ONLY = "__coral_mutation_target__"
 TICK = 0.05  # seconds between readings of a child's CPU time
@@ -453,13 +453,7 @@ class Worker(_Phases):
         cpu = usage.ru_utime + usage.ru_stime
         if cpu_limit and cpu >= cpu_limit:
             timed_out = True  # over it as it ended, between two readings: the same verdict
-        events = []
-        for line in buffer.split(b"\n"):
-            if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    pass
+        events = json_lines(buffer)
         return {"exit": os.waitstatus_to_exitcode(status), "timeout": timed_out,
                 "aborted": aborted, "events": events,
                 "seconds": time.perf_counter() - start, "cpu": cpu}
