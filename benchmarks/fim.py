@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=("coral", "cceval"), default="coral")
     args = parser.parse_args()
-    from coral_plugins.evaluators.fim import score, score_many
+    from coral_core.fim.metrics import score, score_many
 
     predictions, truths = pairs(args.n, args.seed)
     mean_chars = sum(map(len, truths)) / len(truths)

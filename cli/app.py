@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import traceback
+from typing import Any
 
 import typer
 
@@ -20,14 +21,76 @@ except ImportError:  # pragma: no cover
 
 from coral_core import __version__
 from coral_core.errors import UserError
-from coral_core.runner import Interrupted
 from coral_core.tables import printable
+from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup
 
-from . import datasets_cmd, evaluate, export_cmd, fim_cmd, mutation_cmd, plugins_cmd, report, run
-from .command import CONTEXT, CoralCommand, CoralGroup
+# Each command module imports what its command runs when it runs: `coral --version` imports
+# no plugin and no run machinery, `coral --help` only the plugins (for their commands).
+from . import datasets_cmd, evaluate, export_cmd, plugins_cmd, report, run
+
+log = logging.getLogger("coral")
+
+
+class Root(CoralGroup):
+    """`coral`: its own commands, then those plugins add (coral_register_commands). Plugins
+    are loaded for that only when needed: to list the commands (help), or to find a name
+    that is not Coral's own; `coral --version` and `coral run` load none for it."""
+
+    plugin_commands_added = False
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help:  # the help shown lists plugins' commands
+            self.add_plugin_commands()
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        self.add_plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands:
+            self.add_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+    def add_plugin_commands(self) -> None:
+        """Call each plugin's coral_register_commands with a Typer of its own, and add what
+        it built. A hook that raises (or builds a command typer cannot make) is reported in
+        one line, as a register hook's failure is, and its plugin adds no command; a name
+        that is taken already is an error, as for every other kind of name."""
+        if self.plugin_commands_added:
+            return
+        self.plugin_commands_added = True
+        from coral_core import plugins
+        from coral_core.failures import PLUGIN_FAULTS, describe
+
+        registry = plugins.registry()
+        owners: dict[str, str] = {}
+        for impl in registry.manager.hook.coral_register_commands.get_hookimpls():
+            plugin = impl.plugin_name
+            cli = typer.Typer()
+            try:
+                registry.caller("coral_register_commands", plugin)(cli=cli)
+                commands = typer.main.get_group(cli).commands
+            except PLUGIN_FAULTS as error:  # a plugin's bug must not break `coral`
+                log.warning("plugin '%s' failed in coral_register_commands and was skipped: "
+                            "%s", plugin, describe(error))
+                log.debug("traceback of plugin '%s':", plugin, exc_info=error)
+                continue
+            for name, command in commands.items():
+                if name in owners:
+                    raise plugins.NameConflict(
+                        f"command '{name}' is added by both '{owners[name]}' and '{plugin}'; "
+                        "disable one with CORAL_DISABLE_PLUGINS")
+                if name in self.commands:
+                    raise plugins.NameConflict(
+                        f"command '{name}' is Coral's own; plugin '{plugin}' cannot add it "
+                        "(disable the plugin with CORAL_DISABLE_PLUGINS)")
+                owners[name] = plugin
+                self.add_command(command, name)
+
 
 app = typer.Typer(
-    name="coral", cls=CoralGroup, no_args_is_help=True, add_completion=False,
+    name="coral", cls=Root, no_args_is_help=True, add_completion=False,
     pretty_exceptions_enable=False, context_settings=CONTEXT,
     help="Score code models honestly, and search for the configuration that scores best.",
 )
@@ -37,8 +100,6 @@ app.command("report", cls=CoralCommand)(report.report)
 app.command("export", cls=CoralCommand, help=export_cmd.HELP)(export_cmd.export)
 app.add_typer(plugins_cmd.app, name="plugins", cls=CoralGroup)
 app.add_typer(datasets_cmd.app, name="datasets", cls=CoralGroup)
-app.add_typer(mutation_cmd.app, name="mutation", cls=CoralGroup)
-app.add_typer(fim_cmd.app, name="fim", cls=CoralGroup)
 
 NOISY = ("bandit", "stevedore", "httpx", "httpcore", "urllib3", "filelock", "asyncio")
 _state = {"verbose": False}
@@ -59,17 +120,21 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _verbose(value: bool) -> None:
+    """Eager, so that it holds before plugins are loaded for --help or a plugin's command."""
+    if value:
+        _state["verbose"] = True
+        logging.getLogger().setLevel(logging.DEBUG)
+
+
 @app.callback()
 def root(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
                                  help="Print Coral's version and exit."),
-    verbose: bool = typer.Option(False, "-v", "--verbose",
+    verbose: bool = typer.Option(False, "-v", "--verbose", is_eager=True, callback=_verbose,
                                  help="Debug logging, and tracebacks of plugin errors."),
 ) -> None:
     """Score code models honestly, and search for the configuration that scores best."""
-    if verbose:
-        _state["verbose"] = True
-        logging.getLogger().setLevel(logging.DEBUG)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -107,6 +172,17 @@ def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+class _NotRaised(Exception):
+    """Stands for the runner's Interrupted where no run was imported (none raised it)."""
+
+
+def _run_interrupted() -> type[Exception]:
+    """coral_core.runner.Interrupted, looked up only when something was raised, so that
+    the runner is imported by the commands that run, not by `coral --version`."""
+    runner = sys.modules.get("coral_core.runner")
+    return getattr(runner, "Interrupted", _NotRaised)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
     _setup_logging()
@@ -114,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _terminated)
     try:
         result = app(args=argv, standalone_mode=False, prog_name="coral")
-    except Interrupted as stopped:
+    except _run_interrupted() as stopped:
         # Work in flight was abandoned; exit now rather than wait for its threads.
         sys.stdout.flush()
         sys.stderr.write("coral: interrupted; resume with: "

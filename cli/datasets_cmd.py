@@ -8,14 +8,11 @@ from typing import Optional
 
 import typer
 
-from coral_core import plugins
-from coral_core.catalog import data_label, dataset_rows, problem_rows
 from coral_core.data import FetchLimits
 from coral_core.errors import UserError
 from coral_core.tables import Column, Grid
 
 from .command import CONTEXT, CoralCommand
-from .output import note, print_json, show
 
 app = typer.Typer(help="Data sets: list them, show their problems, fetch them.",
                   no_args_is_help=True, context_settings=CONTEXT)
@@ -30,6 +27,10 @@ def list_datasets(
     json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
     """Registered data sets, their splits, and where their data is found."""
+    from coral_core.catalog import data_label, dataset_rows
+
+    from .output import print_json, show
+
     rows = dataset_rows(data_dir)
     if json_output:
         print_json(rows)
@@ -58,6 +59,11 @@ def show_dataset(
     json_output: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
 ) -> None:
     """A data set's problems: split, number of tests, seen in training."""
+    from coral_core import plugins
+    from coral_core.catalog import problem_rows
+
+    from .output import note, print_json, show
+
     plugins.registry().get("datasets", name)
     rows = problem_rows(name, split, data_dir)
     if json_output:
@@ -90,13 +96,18 @@ def fetch(
 
     The download is capped in size and time, and only the files that the pinned content
     digest covers are installed (see docs/datasets.md)."""
+    from coral_core import plugins
+    from coral_core.options import accepts
+
+    from .output import note
+
     factory = plugins.registry().get("datasets", name).factory
     fetch_method = getattr(factory, "fetch", None)
     if not callable(fetch_method):
         raise UserError(f"data set '{name}' cannot be fetched; give its folder with --data-dir")
     options = {}
     if timeout is not None:
-        if not plugins.accepts(fetch_method, "timeout"):
+        if not accepts(fetch_method, "timeout"):
             raise UserError(f"data set '{name}' does not take --timeout")
         options["timeout"] = timeout
     path = fetch_method(force=force, **options)

@@ -8,16 +8,8 @@ from typing import Any, Mapping, Optional
 
 import typer
 
-from coral_core import config as configuration
-from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
-from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
 from coral_core.errors import UserError
-from coral_core.factories import build_dataset, build_scoring, experiment_preset
-from coral_core.result_tables import number, plural, summary_grid
-from coral_core.samples import read_samples, score_all, write_results
 from coral_core.tables import Column, Grid
-
-from .output import note, print_json, reserve_stdout, show
 
 
 def evaluate(
@@ -58,6 +50,15 @@ def evaluate(
     json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Score candidate programs, or FIM predictions; exit 0 whether or not they pass."""
+    from coral_core import launch
+    from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
+    from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
+    from coral_core.factories import build_dataset, build_scoring
+    from coral_core.result_tables import plural, summary_grid
+    from coral_core.samples import read_samples, score_all, write_results
+
+    from .output import note, print_json, reserve_stdout, show
+
     if json_output:
         reserve_stdout()  # nothing but the document may reach stdout
     given = [flag for flag, value in (("--candidate", candidate), ("--candidate-dir",
@@ -76,18 +77,9 @@ def evaluate(
     if candidate is None and problem:
         raise UserError(f"{given[0]} takes the problem from each file name or line; "
                         "drop --problem")
-    layers = [experiment_preset(plugin)]
-    if config is not None:
-        layers.append(configuration.read_file(config))
-    if data_dir is not None:
-        layers.append({"dataset": {"data_dir": str(data_dir)}})
-    if split is not None:
-        layers.append({"dataset": {"split": split}})
-    options = {"path": str(data.absolute()) if data else None, "extract": extract}
-    options = {k: v for k, v in options.items() if v is not None}
-    if options:
-        layers.append({"dataset": {"options": options}})
-    resolved = configuration.merge(*layers)
+    flags = dict(data_dir=data_dir, split=split, data=data.absolute() if data else None,
+                 extract=extract)
+    resolved = launch.resolve_fresh(plugin, config, flags).config  # as `coral run` does
     dataset = build_dataset(DatasetBlueprint.of(resolved))
     if predictions is not None:
         _rescore(resolved, dataset, predictions, json_output)
@@ -140,7 +132,10 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
     if resolved["dataset"]["name"] != "fim":
         raise UserError("--predictions rescores FIM completions (--plugin fim); for whole "
                         "programs use --samples FILE.jsonl")
-    from coral_plugins.datasets.fim.predictions import read_predictions, score_predictions
+    from coral_core.fim.predictions import read_predictions, score_predictions
+    from coral_core.result_tables import number
+
+    from .output import print_json, show
 
     tasks = dataset.tasks(resolved["dataset"]["split"])
     mode = resolved["evaluators"]["options"].get("fim", {}).get("mode", "coral")
@@ -158,6 +153,8 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
 
 
 def _grid(doc: Mapping[str, Any]) -> Grid:
+    from coral_core.result_tables import number
+
     verdict = "PASSED" if doc["passed"] else "FAILED"
     tests = doc["tests"]
     objectives = ", ".join(f"{k} {number(v)}" for k, v in doc["objectives"].items())

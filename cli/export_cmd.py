@@ -12,8 +12,6 @@ from typing import Callable, Optional
 import typer
 
 from coral_core.errors import UserError
-from coral_core.export import FORMATS, sample_rows, write
-from coral_core.reporting import SHAPE_ERRORS
 
 HELP = ("Every sample of a run, one row each: trial, task, sample, split, prompt digest, "
         "prompt, reply, extracted candidate, verdict, error, fitness, objectives and test "
@@ -30,6 +28,8 @@ def export(
                                         help="Only this trial (default: every trial)."),
 ) -> None:
     """Every sample of a run, one row each (see HELP)."""
+    from coral_core.export import FORMATS, sample_rows, write
+
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
     rows = sample_rows(run_dir, trial)
@@ -56,6 +56,8 @@ def export(
 def _checked(writing: Callable[[], int], run_dir: Path) -> int:
     """The store's rows are checked as they are read; what a row holds inside its JSON (a
     prompt's messages) is checked here, as it is written out."""
+    from coral_core.reporting import SHAPE_ERRORS
+
     try:
         return writing()
     except SHAPE_ERRORS as error:

@@ -3,10 +3,6 @@ JSON with --json. Tables are never truncated (see coral_core.tables)."""
 
 from __future__ import annotations
 
-import io
-import json
-import os
-import sys
 from typing import Any, Mapping
 
 from rich.console import Console
@@ -17,38 +13,11 @@ from rich.text import Text
 from coral_core.result_tables import summary_grid, trials_grid
 from coral_core.paired import verdict_text
 from coral_core.search_reports import strategy_report
-
 from coral_core.tables import Grid, fit, markdown, vertical
+# What plugins' commands print with lives in the core; Coral's own commands share it.
+from coral_core.terminal import note, print_json, reserve_stdout, stderr, stdout
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
-
-
-_document: io.TextIOBase | None = None  # the real stdout, once reserved for the document
-
-
-def reserve_stdout() -> None:
-    """--json promises one JSON document on stdout. From here on, anything else written to
-    file descriptor 1 (a library's print, a C extension, a process started now such as a
-    local Ray's raylet) goes to stderr; print_json writes to the real stdout."""
-    global _document
-    if _document is not None:
-        return
-    sys.stdout.flush()
-    _document = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8")
-    try:
-        os.dup2(2, 1)
-    except OSError:  # stderr closed (2>&-): the strays go nowhere
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.close(null)
-    sys.stdout = sys.stderr
-
-
-def print_json(document: Any) -> None:
-    stream = _document or sys.stdout
-    stream.write(json.dumps(document, indent=2) + "\n")
-    stream.flush()
+__all__ = ["note", "print_json", "reserve_stdout", "show", "show_results", "stderr", "stdout"]
 
 
 def show(grid: Grid, console: Console | None = None) -> None:
@@ -97,15 +66,6 @@ def _vertical(grid: Grid, console: Console) -> None:
         console.print(block, soft_wrap=False)
     if grid.caption:
         console.print(Text(grid.caption, style="dim"), soft_wrap=False)
-
-
-def note(text: str, style: str = "") -> None:
-    """A line under a table (plain text in a pipe)."""
-    if stdout.is_terminal:
-        stdout.print(Text(text, style=style), soft_wrap=False)
-    else:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
 
 
 def show_results(summary: Mapping[str, Any], every_problem: bool = False) -> None:

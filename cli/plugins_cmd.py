@@ -6,16 +6,16 @@ from typing import Any
 
 import typer
 
-from coral_core import plugins
 from coral_core.tables import Column, Grid
 
 from .command import CONTEXT, CoralCommand
-from .output import print_json, show
 
 app = typer.Typer(help="Installed plugins.", no_args_is_help=True, context_settings=CONTEXT)
 
 
 def plugin_documents() -> list[dict[str, Any]]:
+    from coral_core import plugins
+
     registry = plugins.registry()
     documents = []
     for info in registry.plugins:
@@ -39,6 +39,8 @@ def _objectives(factory: Any) -> tuple[str, ...]:
 
 
 def _registers(doc: dict[str, Any]) -> str:
+    from coral_core import plugins
+
     if doc["status"] == "failed":
         return f"FAILED: {doc['error']}"
     text = "; ".join(f"{kind}: {', '.join(doc[kind])}" for kind in plugins.KINDS if kind in doc)
@@ -51,6 +53,8 @@ def _registers(doc: dict[str, Any]) -> str:
 def list_plugins(json_output: bool = typer.Option(False, "--json",
                                                   help="Print the list as JSON.")) -> None:
     """List plugins, their source, what they register, and any that failed to load."""
+    from .output import print_json, show
+
     documents = plugin_documents()
     if json_output:
         print_json(documents)

@@ -4,6 +4,7 @@ note saying what it waits for (the first batch includes model start-up)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -12,6 +13,39 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Column
 
 from .output import stderr
+
+# An executor says what a phase waits for ("waiting for Ray: 3 calls in flight, oldest
+# 40 s") as a record on this logger, its phase in `coral_phase`; a display shows it as the
+# phase's note while it is up, and the record is never printed as a log line.
+NOTES = logging.getLogger("coral.progress")
+NOTES.propagate = False
+
+
+class _Notes(logging.Handler):
+    def __init__(self, progress: "RichProgress | PlainProgress") -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        phase = getattr(record, "coral_phase", None)
+        if isinstance(phase, str) and phase:
+            try:
+                self.progress.note(phase, record.getMessage())
+            except Exception:  # a note must never break the run it describes
+                pass
+
+
+def _listen(progress: "RichProgress | PlainProgress") -> _Notes:
+    handler = _Notes(progress)
+    NOTES.addHandler(handler)
+    NOTES.setLevel(logging.INFO)
+    return handler
+
+
+def _unlisten(handler: _Notes) -> None:
+    NOTES.removeHandler(handler)
+    if not NOTES.handlers:
+        NOTES.setLevel(logging.NOTSET)
 
 
 class RichProgress:
@@ -35,9 +69,11 @@ class RichProgress:
 
     def __enter__(self) -> "RichProgress":
         self._progress.start()
+        self._listener = _listen(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _unlisten(self._listener)
         self._progress.stop()
 
     def label(self, text: str) -> None:
@@ -80,10 +116,11 @@ class PlainProgress:
         self._label = ""
 
     def __enter__(self) -> "PlainProgress":
+        self._listener = _listen(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        _unlisten(self._listener)
 
     def label(self, text: str) -> None:
         """Which trials the next lines are about ('trial 3: generate: 0/24')."""

@@ -7,10 +7,6 @@ from pathlib import Path
 import typer
 
 from coral_core.errors import UserError
-from coral_core.reporting import SHAPE_ERRORS, load_report
-from coral_core.result_tables import partial_note
-
-from .output import note, print_json, show_results
 
 
 def report(
@@ -20,6 +16,11 @@ def report(
                                      help="A row for every problem, however many."),
 ) -> None:
     """Per-problem and overall results of a run (read-only: safe beside a live run)."""
+    from coral_core.reporting import SHAPE_ERRORS, load_report
+    from coral_core.result_tables import partial_note
+
+    from .output import note, print_json, show_results
+
     summary = load_report(run_dir)
     if json_output:
         print_json(summary)

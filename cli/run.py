@@ -9,12 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from coral_core import launch
-from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
-from coral_core.runner import Interrupted, check_run, execute, prepare
-
-from .output import note, print_json, reserve_stdout, show_results
-from .progress import progress_for
+from coral_core.settings import flag_options  # standard library only: cheap to import
 
 log = logging.getLogger("coral")
 
@@ -25,53 +20,31 @@ def run(
         help="Experiment preset to start from (e.g. quixbugs); see 'coral plugins list'."),
     config: Optional[Path] = typer.Option(
         None, "--config", metavar="FILE", help="TOML experiment file (docs/configuration.md)."),
-    model: Optional[str] = typer.Option(
-        None, "--model", metavar="SPEC",
-        help="baseline | reference | hf:PATH_OR_ID | openai:MODEL (config: model.spec)"),
+    model: Optional[str] = typer.Option(None, "--model", **flag_options("model.spec")),
     model_arg: Optional[List[str]] = typer.Option(
         None, "--model-arg", metavar="KEY=VALUE",
         help="A model option, typed by the model's options; repeatable "
              "(config: model.options)."),
     base_url: Optional[str] = typer.Option(
-        None, "--base-url", metavar="URL",
-        help="OpenAI-compatible server URL (may relocate a resumed run) "
-             "(config: model.base_url)."),
+        None, "--base-url", **flag_options("model.base_url")),
     temperature: Optional[float] = typer.Option(
-        None, "--temperature", metavar="T", help="Sampling temperature (config: "
-                                                 "model.temperature, default 0.8)."),
-    top_p: Optional[float] = typer.Option(
-        None, "--top-p", metavar="P", help="Nucleus sampling (config: model.top_p, "
-                                           "default 0.95)."),
+        None, "--temperature", **flag_options("model.temperature")),
+    top_p: Optional[float] = typer.Option(None, "--top-p", **flag_options("model.top_p")),
     max_new_tokens: Optional[int] = typer.Option(
-        None, "--max-new-tokens", metavar="N",
-        help="Longest reply in tokens (config: model.max_new_tokens, default 512)."),
+        None, "--max-new-tokens", **flag_options("model.max_new_tokens")),
     data_dir: Optional[Path] = typer.Option(
-        None, "--data-dir", metavar="DIR",
-        help="Folder holding the data set (else CORAL_DATA_DIR, else the fetched copy; "
-             "may relocate a resumed run)."),
-    split: Optional[str] = typer.Option(
-        None, "--split", metavar="SPLIT",
-        help="Data set split, e.g. train | test | extra | all (config: dataset.split)."),
+        None, "--data-dir", **flag_options("dataset.data_dir")),
+    split: Optional[str] = typer.Option(None, "--split", **flag_options("dataset.split")),
     problems: Optional[str] = typer.Option(
-        None, "--problems", metavar="A,B",
-        help="Only these problems, comma-separated (config: dataset.problems)."),
-    limit: Optional[int] = typer.Option(
-        None, "--limit", metavar="N",
-        help="Only the first N problems of the split (config: dataset.limit, 0 = all)."),
-    samples: Optional[int] = typer.Option(
-        None, "--samples", metavar="N", help="Samples per problem (config: run.samples)."),
-    seed: Optional[int] = typer.Option(
-        None, "--seed", metavar="S",
-        help="Run seed: every sample's seed derives from it (config: run.seed, default 0)."),
-    out: Optional[Path] = typer.Option(
-        None, "--out", metavar="DIR",
-        help="Run directory to create (default: runs/DATASET-MODEL-TIMESTAMP)."),
+        None, "--problems", **flag_options("dataset.problems")),
+    limit: Optional[int] = typer.Option(None, "--limit", **flag_options("dataset.limit")),
+    samples: Optional[int] = typer.Option(None, "--samples", **flag_options("run.samples")),
+    seed: Optional[int] = typer.Option(None, "--seed", **flag_options("run.seed")),
+    out: Optional[Path] = typer.Option(None, "--out", **flag_options("run.out")),
     executor: Optional[str] = typer.Option(
-        None, "--executor", metavar="NAME",
-        help="Where work runs: local, or an executor plugin's (config: execution.executor)."),
+        None, "--executor", **flag_options("execution.executor")),
     ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", metavar="ADDR",
-        help="Ray cluster address, for --executor ray (config: execution.ray_address)."),
+        None, "--ray-address", **flag_options("execution.ray_address")),
     population: Optional[int] = typer.Option(
         None, "--population", metavar="P",
         help="Genomes per generation, for the evolution strategy "
@@ -79,10 +52,7 @@ def run(
     generations: Optional[int] = typer.Option(
         None, "--generations", metavar="G",
         help="Generations, for the evolution strategy (config: search.options.generations)."),
-    fail_fast: bool = typer.Option(
-        False, "--fail-fast",
-        help="Stop at the first evaluator or hook error instead of recording it and going "
-             "on (config: run.fail_fast)."),
+    fail_fast: bool = typer.Option(False, "--fail-fast", **flag_options("run.fail_fast")),
     resume: Optional[Path] = typer.Option(
         None, "--resume", metavar="RUN_DIR", help="Continue an interrupted run."),
     dry_run: bool = typer.Option(
@@ -92,6 +62,13 @@ def run(
         False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
+    from coral_core import launch
+    from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
+    from coral_core.runner import Interrupted, check_run, execute, prepare
+
+    from .output import note, print_json, reserve_stdout, show_results
+    from .progress import progress_for
+
     if json_output:
         reserve_stdout()  # nothing but the summary may reach stdout
     flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,

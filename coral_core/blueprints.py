@@ -13,10 +13,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .settings import SETTINGS
+
 # Model keys that shape each request, not the model object: trials that differ only in
 # these share one loaded model (an adapter is applied per request batch, on the same base).
-PER_REQUEST_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty",
-                    "stop", "batch_size", "adapter")
+PER_REQUEST_KEYS = tuple(s.key for s in SETTINGS if s.section == "model" and s.per_request)
 
 
 def _digest(value: Any) -> str:

@@ -32,14 +32,15 @@ from . import decoding, fileio
 from .config_schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check, check_override,
                             kind_of, parse_path)
 from .errors import UserError
+from .settings import SETTINGS
 
 __all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "Layer", "validate", "read_file", "merge",
            "locate", "sets", "override_layer", "resolve", "digest", "absolute_paths", "dump",
            "loads_resolved"]
 
 # Keys that may differ when a run is relocated (resumed elsewhere): not part of its digest.
-RELOCATABLE = (("dataset", "data_dir"), ("model", "base_url"), ("run", "out"))
-PATH_KEYS = (("dataset", "data_dir"), ("model", "adapter"), ("run", "out"))
+RELOCATABLE = tuple((s.section, s.key) for s in SETTINGS if s.relocatable)
+PATH_KEYS = tuple((s.section, s.key) for s in SETTINGS if s.path)  # made absolute
 REPLACED_TABLES = {("evaluators", "weights")}
 
 _PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""

@@ -1,5 +1,6 @@
-"""What an experiment configuration may hold: sections, keys, types, ranges and defaults, and
-the checks that a value, a dotted override path or a `[search.space]` dimension fits its key.
+"""What an experiment configuration may hold: sections, keys, types, ranges and defaults
+(derived from the table of settings in `coral_core.settings`), and the checks that a value,
+a dotted override path or a `[search.space]` dimension fits its key.
 
 `coral_core.config` reads files, merges layers and says where in a file a problem is; this
 module only decides what is valid. A failed check raises `Invalid`, whose `path` names the
@@ -13,6 +14,10 @@ import math
 from typing import Any
 
 from .errors import UserError
+from .settings import (  # noqa: F401 - the bounds are imported from here too
+    DAY, INT_BOUND, MAX_NEW_TOKENS, MAX_SAMPLES, MAX_TEMPERATURE, MAX_TRIALS, SETTINGS,
+    defaults,
+)
 from .suggest import did_you_mean
 
 
@@ -33,113 +38,21 @@ class OptionInvalid(UserError):
         self.path = tuple(path)
 
 
-DAY = 86400  # a timeout beyond a day is a typo, and too large a number overflows the OS's
-MAX_SAMPLES = 100_000  # per problem: more is a typo (each is held in memory while planned)
-INT_BOUND = 2 ** 63  # integers are stored as SQLite and TOML 64-bit integers
 # What a search may ask for, checked before the run directory exists (docs/search.md):
-MAX_TRIALS = 100_000  # trials in one run: each is a row in summary.json and the store
 MAX_BATCH = 4096  # trials a strategy proposes per ask (the most `parallel_trials` runs)
 MAX_DIMENSIONS = 32  # keys in [search.space]
 MAX_VALUES = 1000  # values in one dimension's list or choices (each is checked on its own)
-MAX_NEW_TOKENS = 1_000_000  # longer than any model's context: a larger value is a typo
-MAX_TEMPERATURE = 100.0  # 50 times OpenAI's largest (2): a larger value is a typo
 
 
-def _between(low: float, high: float, below: str, above: str) -> Any:
-    """A range check whose message says which end was crossed (the lower end's message is
-    the one the key always had)."""
-    return lambda v: (v <= high or above) if v >= low else below
-
-
-def _distinct(values: list[Any]) -> Any:
-    seen: set[Any] = set()
-    for value in values:
-        if value in seen:
-            return f"lists {value!r} twice"
-        seen.add(value)
-    return True
-
-
-# section -> key -> (kind, check or None). A check returns True or what is wrong. "table" values
-# are free-form plugin options; "table[float]" maps names to numbers; "space" is [search.space].
+# section -> key -> (kind, check or None), from the settings table. A check returns True or
+# what is wrong. "table" values are free-form plugin options; "table[float]" maps names to
+# numbers; "space" is [search.space].
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
-    "dataset": {
-        "name": ("str", None), "split": ("str", None), "problems": ("list[str]", _distinct),
-        "limit": ("int", _between(0, INT_BOUND - 1, "must be >= 0 (0 = every problem)",
-                                  "must be at most 2**63 - 1")),
-        "data_dir": ("str", None), "options": ("table", None),
-    },
-    "model": {
-        "spec": ("str", None), "base_url": ("str", None), "adapter": ("str", None),
-        "temperature": ("float", _between(0, MAX_TEMPERATURE, "must be >= 0",
-                                          f"must be at most {MAX_TEMPERATURE:g}")),
-        "top_p": ("float", lambda v: 0 < v <= 1 or "must be in (0, 1]"),
-        "top_k": ("int", lambda v: v >= 0 or "must be >= 0"),
-        "max_new_tokens": ("int", _between(1, MAX_NEW_TOKENS, "must be >= 1",
-                                           f"must be at most {MAX_NEW_TOKENS}")),
-        "repetition_penalty": ("float", lambda v: v > 0 or "must be > 0"),
-        "stop": ("list[str]", None),
-        "batch_size": ("int", lambda v: v >= 1 or "must be >= 1"),
-        "options": ("table", None),
-    },
-    "evaluators": {
-        "use": ("list[str]", _distinct), "weights": ("table[float]", None), "gate": ("str", None),
-        "options": ("table", None),
-    },
-    "search": {
-        "strategy": ("str", None),
-        "rank_by": ("str", lambda v: bool(v) or "must name an objective (or fitness)"),
-        "space": ("space", None),
-        "budget": ("int", _between(0, MAX_TRIALS, "must be >= 1 (or 0 for the strategy's "
-                                   "default)", f"must be at most {MAX_TRIALS} (the most trials "
-                                   "a run may have)")),
-        "options": ("table", None),
-    },
-    "execution": {
-        "executor": ("str", None), "ray_address": ("str", None),
-        "workers": ("int", _between(0, 4096, "must be >= 0 (0 = one per core)",
-                                    "must be at most 4096 (each is a sandbox worker process)")),
-        "generation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
-                              "(0 = one per GPU, or one without GPUs)"),
-        "evaluation_actors": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
-                              "(0 = one per node)"),
-        "parallel_trials": ("int", lambda v: 0 <= v <= 4096 or "must be in [0, 4096] "
-                            "(0 = the executor's choice)"),
-        "test_timeout": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
-        "timeout_factor": ("float", lambda v: 0 <= v <= 1e6 or "must be in [0, 1e6] (0 = off)"),
-        "timeout_floor": ("float", lambda v: 0 < v <= DAY or f"must be in (0, {DAY}] seconds"),
-        "memory_mb": ("int", lambda v: 64 <= v <= 2 ** 30 or "must be in [64, 2**30]"),
-        "isolation": ("str", lambda v: v in ("auto", "bwrap", "none")
-                      or "must be auto, bwrap or none"),
-    },
-    "run": {
-        "samples": ("int", lambda v: 1 <= v <= MAX_SAMPLES
-                    or f"must be in [1, {MAX_SAMPLES}]"),
-        "seed": ("int", _between(0, INT_BOUND - 1, "must be >= 0", "must be at most 2**63 - 1")),
-        "out": ("str", None),
-        "fail_fast": ("bool", None),
-    },
+    section: {item.key: (item.kind, item.check) for item in SETTINGS if item.section == section}
+    for section in dict.fromkeys(item.section for item in SETTINGS)
 }
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "dataset": {"name": "", "split": "test", "problems": [], "limit": 0, "data_dir": "",
-                "options": {}},
-    "model": {
-        "spec": "baseline", "base_url": "", "adapter": "", "temperature": 0.8, "top_p": 0.95,
-        "top_k": 0,
-        "max_new_tokens": 512, "repetition_penalty": 1.0, "stop": [], "batch_size": 16,
-        "options": {},
-    },
-    "evaluators": {"use": ["tests"], "weights": {}, "gate": "", "options": {}},
-    "search": {"strategy": "single", "rank_by": "fitness", "space": {}, "budget": 0,
-               "options": {}},
-    "execution": {
-        "executor": "local", "ray_address": "", "workers": 0, "generation_actors": 0,
-        "evaluation_actors": 0, "parallel_trials": 0, "test_timeout": 5.0,
-        "timeout_factor": 0.0, "timeout_floor": 0.25, "memory_mb": 1024, "isolation": "auto",
-    },
-    "run": {"samples": 10, "seed": 0, "out": "", "fail_fast": False},
-}
+DEFAULTS: dict[str, dict[str, Any]] = defaults()
 
 TYPE_NAMES = {"str": "a string", "bool": "true or false", "int": "an integer",
               "float": "a number",
@@ -148,18 +61,7 @@ TYPE_NAMES = {"str": "a string", "bool": "true or false", "int": "an integer",
 
 # Keys no trial may change (prefixes match whole parts): they say how the run and the search
 # work, or where the run lives and what it may use, not what it computes.
-FIXED = {
-    "run": "the run's own settings hold for every trial",
-    "search": "it configures the search itself",
-    "execution.executor": "it says where the work runs, not what it computes",
-    "execution.ray_address": "it says where the work runs, not what it computes",
-    "execution.workers": "it sets the resources a run uses, not what it computes",
-    "execution.generation_actors": "it sets the resources a run uses, not what it computes",
-    "execution.evaluation_actors": "it sets the resources a run uses, not what it computes",
-    "execution.parallel_trials": "it sets the resources a run uses, not what it computes",
-    "dataset.data_dir": "it relocates the data, not what is computed",
-    "model.base_url": "it relocates the server, not what is computed",
-}
+FIXED: dict[str, str] = {item.name: item.fixed for item in SETTINGS if item.fixed}
 
 RANGE_KEYS = ("low", "high", "log", "int")
 

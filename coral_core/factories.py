@@ -6,7 +6,6 @@ configuration before a run starts.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,7 +15,7 @@ from .blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from .config_schema import OptionInvalid
 from .errors import UserError
 from .execution import ExecutionContext
-from .options import takes, unknown_options
+from .options import accepts, check_call, takes, unknown_options
 from .protocols import Dataset, Executor, Model
 from .sandbox import Sandbox, SandboxPolicy
 from .scoring import Scorer
@@ -29,6 +28,8 @@ def experiment_preset(name: str) -> dict[str, Any]:
     from .config import validate
 
     preset = plugins.registry().get("experiments", name).factory
+    if callable(preset):  # built when used, so it may start from another plugin's preset
+        preset = preset()
     return validate(preset, f"experiment '{name}'")
 
 
@@ -73,19 +74,9 @@ def check_model(section: Mapping[str, Any]) -> None:
     if complaint:
         raise UserError(f"[model.options]: {complaint}")
     options = _model_options(section)
-    if plugins.accepts(entry.factory, "dataset"):
+    if accepts(entry.factory, "dataset"):
         options["dataset"] = None
-    check_options(entry.factory, f"model '{prefix}'", target, **options)
-
-
-def check_options(factory: Any, label: str, *args: Any, **options: Any) -> None:
-    """Options a factory does not take are a user error naming `label`."""
-    try:
-        inspect.signature(factory).bind(*args, **options)
-    except TypeError as error:
-        raise UserError(f"bad options for {label}: {error}") from None
-    except ValueError:  # no signature available (builtins): the call decides
-        pass
+    check_call(entry.factory, f"model '{prefix}'", target, **options)
 
 
 def _model_options(section: Mapping[str, Any]) -> dict[str, Any]:
@@ -103,7 +94,7 @@ def build_model(blueprint: ModelBlueprint, dataset: Dataset | None = None) -> Mo
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     options = _model_options(section)
-    if plugins.accepts(entry.factory, "dataset"):
+    if accepts(entry.factory, "dataset"):
         options["dataset"] = dataset if dataset is not None else build_dataset(blueprint.dataset)
     return plugins.instantiate(entry.factory, f"model '{prefix}'", target, **options)
 

@@ -35,7 +35,14 @@ def coral_register_executors(register):
 
 @hookspec
 def coral_register_experiments(register):
-    """Call ``register(name, preset)``; ``preset`` is a configuration mapping (TOML shape)."""
+    """Call ``register(name, preset)``; ``preset`` is a configuration mapping (TOML shape),
+    or a function returning one, called when the preset is used."""
+
+
+@hookspec
+def coral_register_commands(cli):
+    """Add commands to `coral`: ``cli`` is a ``typer.Typer``; use ``@cli.command(...)`` or
+    ``cli.add_typer(app, name=...)`` (see docs/plugins.md)."""
 
 
 @hookspec

@@ -15,19 +15,21 @@ from . import config as configuration, plugins
 from .errors import UserError
 from .factories import experiment_preset, parse_model_spec
 from .options import parse_assignments
+from .settings import BY_FLAG, SETTINGS, Range
 
-# flag -> (section, key), or (section, "options", option) for a strategy's option
+# Flags that set a plugin's option, not a key of the settings table: flag -> (path, the
+# least value it takes or None). The evolution strategy's (`coral run`), and the data set
+# file and FIM cut of `coral evaluate`.
+OPTION_FLAGS: dict[str, tuple[tuple[str, ...], int | None]] = {
+    "population": (("search", "options", "population"), 2),
+    "generations": (("search", "options", "generations"), 1),
+    "data": (("dataset", "options", "path"), None),
+    "extract": (("dataset", "options", "extract"), None),
+}
+# flag -> (section, key), or (section, "options", option) for a plugin's option
 PLACES: dict[str, tuple[str, ...]] = {
-    "model": ("model", "spec"), "base_url": ("model", "base_url"),
-    "data_dir": ("dataset", "data_dir"), "split": ("dataset", "split"),
-    "problems": ("dataset", "problems"), "limit": ("dataset", "limit"),
-    "temperature": ("model", "temperature"), "top_p": ("model", "top_p"),
-    "max_new_tokens": ("model", "max_new_tokens"),
-    "out": ("run", "out"), "executor": ("execution", "executor"),
-    "ray_address": ("execution", "ray_address"), "samples": ("run", "samples"),
-    "seed": ("run", "seed"), "fail_fast": ("run", "fail_fast"),
-    "population": ("search", "options", "population"),
-    "generations": ("search", "options", "generations"),
+    **{item.flag: (item.section, item.key) for item in SETTINGS if item.flag},
+    **{flag: path for flag, (path, _) in OPTION_FLAGS.items()},
 }
 # Flags that may relocate a resumed run: they change where things are, not what is computed.
 RELOCATING = ("data_dir", "base_url")
@@ -44,12 +46,24 @@ def split_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def _least(flag: str) -> int | None:
+    """The least value an integer flag takes (said as such, before the key's own check):
+    the low end of its key's range, or a plugin option flag's own."""
+    if flag in OPTION_FLAGS:
+        return OPTION_FLAGS[flag][1]
+    item = BY_FLAG.get(flag)
+    if item is not None and item.kind == "int" and isinstance(item.check, Range) \
+            and not item.check.open_low:
+        return int(item.check.low)
+    return None
+
+
 def flag_layer(**flags: Any) -> configuration.Layer:
     """Command-line flags as a configuration layer (only the ones given)."""
-    for name, least in (("samples", 1), ("seed", 0), ("limit", 0), ("max_new_tokens", 1),
-                        ("population", 2), ("generations", 1)):
-        if flags.get(name) is not None and flags[name] < least:
-            raise UserError(f"{flag_name(name)} must be at least {least}, got {flags[name]}")
+    for name, value in flags.items():
+        least = _least(name)
+        if value is not None and least is not None and value < least:
+            raise UserError(f"{flag_name(name)} must be at least {least}, got {value}")
     layer: dict[str, dict[str, Any]] = {}
     for flag, value in flags.items():
         if value is None or (flag == "fail_fast" and value is False):
@@ -85,7 +99,7 @@ class Resolved:
 def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[str, Any],
                   model_args: Sequence[str] = (), cwd: Path | None = None) -> Resolved:
     """preset < file < flags, `--model-arg`s typed by the chosen model's options, paths
-    made absolute against `cwd`."""
+    made absolute against `cwd`: the configuration of `coral run` and `coral evaluate`."""
     layers: list[Mapping[str, Any]] = []
     preset = experiment_preset(plugin) if plugin is not None else None
     if preset is not None:

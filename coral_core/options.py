@@ -60,6 +60,25 @@ def option_schema(factory: Callable[..., Any], positional: int = 1,
     return schema, open_ended
 
 
+def accepts(factory: Callable[..., Any], parameter: str) -> bool:
+    """Whether `factory` names `parameter` itself (Coral passes `dataset`, `space`, `seed`...
+    only to a factory that asks for it; `**options` does not count)."""
+    signature = _signature(factory)
+    return signature is not None and parameter in signature.parameters
+
+
+def check_call(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> None:
+    """Options `factory` does not take are a user error naming `label` (checked by binding
+    them to its signature; without one, a builtin's, the call itself decides)."""
+    signature = _signature(factory)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **options)
+    except TypeError as error:
+        raise UserError(f"bad options for {label}: {error}") from None
+
+
 def takes(factory: Callable[..., Any], name: str) -> bool:
     """Whether `factory` accepts the keyword `name` (by name, or through **options)."""
     signature = _signature(factory)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import logging
 import os
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import pluggy
 from . import hookspecs
 from .errors import UserError
 from .failures import PLUGIN_FAULTS, describe
+from .options import check_call
 from .suggest import did_you_mean, unknown
 
 log = logging.getLogger(__name__)
@@ -346,19 +346,7 @@ def build(kind: str, name: str, **options: Any) -> Any:
     return instantiate(entry.factory, f"'{name}'", **options)
 
 
-def accepts(factory: Callable[..., Any], parameter: str) -> bool:
-    try:
-        return parameter in inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # no signature available (builtins)
-        return False
-
-
 def instantiate(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> Any:
     """Call a plugin factory; options it does not take are a user error naming `label`."""
-    try:
-        inspect.signature(factory).bind(*args, **options)
-    except TypeError as error:
-        raise UserError(f"bad options for {label}: {error}") from None
-    except ValueError:  # no signature available (builtins): let the call decide
-        pass
+    check_call(factory, label, *args, **options)
     return factory(*args, **options)

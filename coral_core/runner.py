@@ -30,6 +30,7 @@ from .rundir import SUMMARY_FILE, RunInfo
 from .atomic import write_text_atomic
 from .heatmap import write_heatmap
 from .lifecycle import Lifecycle, hook_errors
+from .options import accepts
 from .paired import ranking_figure, runner_up_comparison
 from .store import RunStore, RunStoreError, TrialRecord
 from .suggest import did_you_mean
@@ -70,9 +71,9 @@ def build_strategy(config: Mapping[str, Any],
     given = {"space": section["space"], "seed": config["run"]["seed"],
              "budget": section["budget"], "config": config}
     for key, value in given.items():
-        if plugins.accepts(factory, key):
+        if accepts(factory, key):
             options.setdefault(key, value)
-    if section["space"] and not plugins.accepts(factory, "space"):
+    if section["space"] and not accepts(factory, "space"):
         raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
                         "(use strategy = \"grid\" or \"random\")")
     try:
@@ -136,7 +137,7 @@ class Planner:
 
 
 @dataclass
-class Session:
+class PreparedRun:
     """A run's strategy, planner and executor, built and checked before the run directory
     exists; the executor already holds the base configuration's model and scorers."""
 
@@ -175,7 +176,7 @@ def select_tasks(dataset: Dataset, section: Mapping[str, Any],
 
 
 def prepare(config: Mapping[str, Any], run_dir: Path,
-            where: Callable[[tuple[str, ...]], str] = _nowhere) -> Session:
+            where: Callable[[tuple[str, ...]], str] = _nowhere) -> PreparedRun:
     """Refuse what would fail: the executor, the strategy and its space, the data set and
     its tasks, the model and evaluators of the base configuration (built now), and every
     value of the search space on its own (checked without building)."""
@@ -188,7 +189,7 @@ def prepare(config: Mapping[str, Any], run_dir: Path,
     except BaseException:
         executor.close()
         raise
-    return Session(config, strategy, planner, executor)
+    return PreparedRun(config, strategy, planner, executor)
 
 
 def check_run(config: Mapping[str, Any], run_dir: Path,
@@ -228,7 +229,7 @@ def _probe_values(values: Any) -> list[Any]:
     return [values[end] for end in ("low", "high") if end in values]
 
 
-def execute(info: RunInfo, session: Session, progress: Progress | None = None,
+def execute(info: RunInfo, session: PreparedRun, progress: Progress | None = None,
             ) -> dict[str, Any]:
     """Run (or continue) the run in `info.run_dir` to the end; return the summary."""
     progress = progress or NoProgress()
@@ -284,7 +285,7 @@ def _strategy_state(strategy: SearchStrategy, told: int) -> str:
     return json.dumps({"state": state, "told": told})
 
 
-def _search(info: RunInfo, session: Session, store: RunStore, progress: Progress,
+def _search(info: RunInfo, session: PreparedRun, store: RunStore, progress: Progress,
             lifecycle: Lifecycle) -> None:
     strategy, planner = session.strategy, session.planner
     where = f"{store.path}: the saved search state"
@@ -338,7 +339,7 @@ def _check_proposals(name: str, count: int, before: int) -> None:
                         f"run has at most {MAX_TRIALS}")
 
 
-def _run_batch(info: RunInfo, session: Session, store: RunStore, progress: Progress,
+def _run_batch(info: RunInfo, session: PreparedRun, store: RunStore, progress: Progress,
                lifecycle: Lifecycle, todo: Sequence[TrialRecord]) -> None:
     """Run a batch's unfinished trials: one after another, or several at once where the
     executor can (`parallel_trials`, Ray) and they share one model and one scorer set (a

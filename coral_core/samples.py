@@ -30,9 +30,8 @@ from .atomic import write_text_atomic
 from .metrics import summarize
 from .protocols import Dataset
 from .sample_results import result_fields
-from .scoring import ScoredCandidate
 from .store import ScoreRecord, TaskRecord
-from .types import Task
+from .types import ScoredCandidate, Task
 
 
 @dataclass(frozen=True)

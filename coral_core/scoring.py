@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from .errors import UserError
 from .failures import PLUGIN_FAULTS, describe
 from .execution import ExecutionContext, code_digest
 from .protocols import Evaluator
-from .types import Candidate, Task
-
-
-@dataclass(frozen=True)
-class ScoredCandidate:
-    """A candidate's objectives after the gate, its fitness, and whether it meets its
-    task's success criterion (None where the task defines none)."""
-
-    objectives: Mapping[str, float]
-    fitness: float
-    passed: bool | None
-    details: Mapping[str, Any] = field(default_factory=dict)
-    code: str = ""
-    seconds: float = 0.0
+from .types import Candidate, ScoredCandidate, Task
 
 
 def failed_candidate(task: Task, error: BaseException, code: str = "",
@@ -55,7 +41,7 @@ def weighted_fitness(objectives: Mapping[str, float], weights: Mapping[str, floa
 class Scorer:
     """Runs every evaluator on a candidate; results are cached by task and content.
 
-    `gate`: when that objective is 0 (seed 000: code that does not parse), every objective
+    `gate`: when that objective is 0 (syntax: code that does not parse), every objective
     is 0 — an empty or broken program must not collect style or security points.
     """
 

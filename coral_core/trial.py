@@ -26,10 +26,10 @@ from .lifecycle import Lifecycle
 from .metrics import summarize
 from .protocols import Executor
 from .rundir import RunInfo
-from .scoring import ScoredCandidate, failed_candidate
+from .scoring import failed_candidate
 from .seeds import derive_seed
 from .store import GenerationRecord, RunStore, ScoreRecord, TaskRecord
-from .types import GenerationRequest, SamplingParams, Task
+from .types import GenerationRequest, SamplingParams, ScoredCandidate, Task
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ class SharedProgress:
                 note(phase, text)
 
 
-def sample_seed(run_seed: int, task: Task, sample: int) -> int:
+def request_seed(run_seed: int, task: Task, sample: int) -> int:
+    """The seed of the request for sample `sample` of `task` in a run (a model that draws
+    several generations from one request gives each its own with `seeds.sample_seed`)."""
     return derive_seed(run_seed, task.dataset, task.id, sample)
 
 
@@ -144,7 +146,7 @@ class TrialRun:
         self._warned: set[str] = set()
 
     def request(self, task: Task, sample: int) -> GenerationRequest:
-        params = sampling_params(self.plan.config, sample_seed(self.seed, task, sample), task)
+        params = sampling_params(self.plan.config, request_seed(self.seed, task, sample), task)
         return GenerationRequest(task.prompt, params, adapter=self.adapter, task_id=task.id)
 
     def _note(self, phase: str, text: str) -> None:

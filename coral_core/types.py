@@ -12,20 +12,22 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .program_tests import ExecutionSpec
+from .settings import default  # standard library only: this module stays cheap to import
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample; `seed` makes a request reproducible on backends that honour it."""
+    """How to sample; `seed` makes a request reproducible on backends that honour it. The
+    knobs default to the configuration's defaults (`coral_core.settings`)."""
 
-    temperature: float = 0.8
-    top_p: float = 0.95
-    top_k: int = 0
-    max_new_tokens: int = 512
-    repetition_penalty: float = 1.0
-    stop: tuple[str, ...] = ()
-    n: int = 1
-    seed: int = 0
+    temperature: float = default("model.temperature")
+    top_p: float = default("model.top_p")
+    top_k: int = default("model.top_k")
+    max_new_tokens: int = default("model.max_new_tokens")
+    repetition_penalty: float = default("model.repetition_penalty")
+    stop: tuple[str, ...] = tuple(default("model.stop"))
+    n: int = 1  # samples per request (a run's `run.samples` are requested one by one)
+    seed: int = 0  # the sample's own seed, derived from `run.seed` (coral_core.seeds)
 
 
 @dataclass(frozen=True)
@@ -185,3 +187,30 @@ class AdapterGenes:
     dropout: float = 0.05
     target_modules: tuple[str, ...] = ("q_proj", "v_proj")
     kind: str = "lora"  # "lora" or "dora"
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """A model option a search may vary, published by the model's factory (its `tunables`),
+    so that a strategy knows a backend's own knobs without importing its plugin: the
+    `[model.options]` entry at the dotted `option`, the `choices` tried unless a user sets
+    the gene's values, and the [`low`, `high`] bounds any value must lie in."""
+
+    name: str
+    option: str
+    choices: tuple[float, ...]
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class ScoredCandidate:
+    """A candidate's objectives after the gate, its fitness, and whether it meets its
+    task's success criterion (None where the task defines none)."""
+
+    objectives: Mapping[str, float]
+    fitness: float
+    passed: bool | None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    code: str = ""
+    seconds: float = 0.0

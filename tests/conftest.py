@@ -79,3 +79,13 @@ def run_coral(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
     command = [str(Path(sys.executable).with_name("coral")), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=timeout)
+
+
+def gene_space(backend: str, adapters: bool, options: dict):
+    """The evolution strategy's genes for a registered model backend, as a run finds them
+    (through the model's registry entry)."""
+    from coral_core import plugins
+    from coral_plugins.search.evolution.genome import GeneSpace
+
+    factory = plugins.registry().get("models", backend).factory
+    return GeneSpace.for_model(backend, factory, adapters, options)

@@ -80,6 +80,8 @@ KITCHEN_SINK = '''
     import os
     from concurrent.futures import Future
 
+    import typer
+
     from coral_core import plugins
     from coral_core.extract import extract_python
     from coral_core.hookspecs import hookimpl
@@ -247,6 +249,16 @@ KITCHEN_SINK = '''
             "execution": {"executor": "inline"},
             "run": {"samples": 2},
         })
+
+
+    @hookimpl
+    def coral_register_commands(cli):
+        _called("coral_register_commands")
+
+        @cli.command("kitchen")
+        def kitchen(dish: str = typer.Option("soup", "--dish", help="What to serve.")):
+            """Serve a dish (a plugin's own command)."""
+            print(f"the kitchen serves {dish}")
 
 
     @hookimpl

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, gene_space, run_coral
 
 pytest.importorskip("optuna")
 
 from coral_plugins.search.evolution import ca  # noqa: E402
 from coral_plugins.search.evolution.gates import Gates, progress  # noqa: E402
 from coral_plugins.search.evolution.report import report_grids, report_text  # noqa: E402
-from coral_plugins.search.evolution.genome import GeneSpace  # noqa: E402
 from coral_plugins.search.evolution.selection import hypervolume, non_dominated  # noqa: E402
 
 SMALL = """[dataset]
@@ -216,7 +215,7 @@ def test_ca_is_deterministic_and_its_features_seed_the_genes():
     assert dead["periodicity"] == 1.0 and dead["convergence"] == 1.0
     # rule 204 is the identity: every state repeats with period 1
     assert ca.features(ca.run(ca.CASeed(16, 204, 8, 1)))["periodicity"] == 1.0
-    space = GeneSpace.for_model("hf", True, {})
+    space = gene_space("hf", True, {})
     genes = space.from_features({"complexity": 1.0, "intensity": 0.0, "periodicity": 0.0,
                                  "convergence": 0.5})
     assert genes["temperature"] == 1.2 and genes["top_k"] == 0
@@ -229,10 +228,10 @@ def test_ca_is_deterministic_and_its_features_seed_the_genes():
     assert space.adapter_genes(genes).target_modules == ("q_proj", "v_proj")
     from coral_plugins.models.baseline.edits import FAMILIES
 
-    assert GeneSpace.for_model("baseline", False, {}).names == (
+    assert gene_space("baseline", False, {}).names == (
         "temperature", "top_p", "top_k", *(f"{family}_weight" for family in FAMILIES))
-    assert GeneSpace.for_model("openai", False, {}).names == ("temperature", "top_p",
-                                                              "max_new_tokens")
+    assert gene_space("openai", False, {}).names == ("temperature", "top_p",
+                                                     "max_new_tokens")
 
 
 def test_front_and_hypervolume():
@@ -243,7 +242,7 @@ def test_front_and_hypervolume():
 
 
 def test_the_ca_seeded_population_spans_every_gene():
-    space = GeneSpace.for_model("hf", True, {})
+    space = gene_space("hf", True, {})
     features = [ca.features(ca.run(seed)) for seed in ca.draw_seeds(0, 4)]
     population = space.seed_population(features)
     assert population == space.seed_population(features)

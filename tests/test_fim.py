@@ -13,11 +13,12 @@ from conftest import coral_env, run_coral
 from coral_core.errors import UserError
 from coral_plugins.datasets.fim import FimDataset, PRESET, read_tasks
 from coral_plugins.datasets.fim import build as builder
-from coral_plugins.datasets.fim.canary import CANARIES, run_self_test
+from coral_core.fim.canary import CANARIES, run_self_test
 from coral_plugins.datasets.fim.extract import (
-    extract_java, extract_python, extract_statement)
-from coral_plugins.datasets.fim.templates import FAMILIES, parse_any, template_for
-from coral_plugins.evaluators import fim as metrics
+    infill_java, infill_python, infill_statement)
+from coral_core.fim.templates import FAMILIES, parse_any, template_for
+from coral_core.fim import metrics
+from coral_plugins.evaluators.fim import FimEvaluator
 
 # ----- metrics: independent expected values -----
 
@@ -77,7 +78,7 @@ def test_cceval_mode_reproduces_its_comment_removal_defect():
     assert not metrics.exact_match("mid = (lo + hi) // 2", "mid = (lo + hi) // 3")
     assert metrics.score("mid = (lo + hi) // 2", "mid = (lo + hi) // 3", mode="cceval")["em"] == 1
     with pytest.raises(UserError):
-        metrics.FimEvaluator(mode="bogus")
+        FimEvaluator(mode="bogus")
 
 
 # ----- templates -----
@@ -229,16 +230,16 @@ def test_fim_build_command(source_tree, tmp_path):
 
 def test_python_extraction_stops_at_the_line_end_and_the_suffix_echo():
     # an inline middle: the suffix continues the line
-    assert extract_python("len(x))\nprint(1)", "y = max(", ")\n") == "len(x))"
+    assert infill_python("len(x))\nprint(1)", "y = max(", ")\n") == "len(x))"
     reply = "    a = 1\n    b = 2\nreturn a\n"
-    assert extract_python(reply, "def f():\n", "\n    return a\n") == "    a = 1\n    b = 2"
-    assert extract_python("total = w * h\n\n\ndef other():", "    ", "\n") == "total = w * h"
+    assert infill_python(reply, "def f():\n", "\n    return a\n") == "    a = 1\n    b = 2"
+    assert infill_python("total = w * h\n\n\ndef other():", "    ", "\n") == "total = w * h"
 
 
 def test_java_and_statement_extraction():
-    assert extract_java("count + 1;\n    other();", "int n = ", ";\n") == "count + 1;"
-    assert extract_statement("foo(a,\n  b)\nbar()", "", "") == "foo(a,\n  b)"
-    assert extract_statement("x++; y++;", "", "", "java") == "x++;"
+    assert infill_java("count + 1;\n    other();", "int n = ", ";\n") == "count + 1;"
+    assert infill_statement("foo(a,\n  b)\nbar()", "", "") == "foo(a,\n  b)"
+    assert infill_statement("x++; y++;", "", "", "java") == "x++;"
 
 
 # ----- the preset, end to end with the reference model -----
@@ -291,7 +292,7 @@ def test_hostile_literals_and_comments_end_where_their_line_or_text_ends():
     assert metrics.identifiers("x /* a " * 20000, "java") == ["x"]
     assert metrics.identifiers('y = """never closed\nz') == ["y"]
     reply = '"' + '\\"' * 20000
-    assert extract_python(reply, "y = ", "\n") == reply
+    assert infill_python(reply, "y = ", "\n") == reply
 
 
 def test_baseline_infills_reproducibly_and_never_sees_the_ground_truth(source_tree, tmp_path):

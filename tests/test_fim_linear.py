@@ -27,10 +27,11 @@ from coral_core.stops import cut_at_stop
 from coral_core.types import Candidate, Prompt, Task
 from coral_plugins.datasets.fim import FimDataset, parse_line
 from coral_plugins.datasets.fim.extract import (
-    extract_java, extract_none, extract_python, extract_statement)
-from coral_plugins.datasets.fim.predictions import score_predictions
-from coral_plugins.datasets.fim.templates import FAMILIES, FimTemplate, parse_any
-from coral_plugins.evaluators import fim as metrics
+    infill_java, infill_none, infill_python, infill_statement)
+from coral_core.fim.predictions import score_predictions
+from coral_core.fim.templates import FAMILIES, FimTemplate, parse_any
+from coral_core.fim import metrics
+from coral_plugins.evaluators.fim import FimEvaluator
 
 SMALL, BIG = 20_000, 160_000
 RATIO = 24  # big / small: 8 when linear, 64 when quadratic
@@ -106,7 +107,7 @@ def _cpu(call: Callable[[str], object], text: str, runs: int) -> float:
 def _score_plain(text: str) -> None:
     """What scoring one ordinary reply costs: extraction that reads every line, then every
     metric."""
-    metrics.score(extract_java(text, "void f() {\n", "\n}\n"), "return x;", "java", "cceval")
+    metrics.score(infill_java(text, "void f() {\n", "\n}\n"), "return x;", "java", "cceval")
 
 
 def assert_linear(call: Callable[[str], object]) -> None:
@@ -154,18 +155,18 @@ ENTRY_POINTS: dict[str, Callable[[str], object]] = {
     "score_groundtruth": lambda text: metrics.score("return x", text, "python", "cceval"),
     "score_many": lambda text: metrics.score_many([text, "x"], ["return x", text],
                                                   ["python", "java"], "cceval"),
-    "evaluator": lambda text: metrics.FimEvaluator("cceval").evaluate(
+    "evaluator": lambda text: FimEvaluator("cceval").evaluate(
         Candidate(_task("java"), text), None),
     "cceval_exact_match": lambda text: metrics.cceval_exact_match(text, text[:100]),
-    "extract_python_block": lambda text: extract_python(text, "def f():\n    ",
-                                                        "\n    return a\n"),
-    "extract_python_inline": lambda text: extract_python(text, "y = max(", ")\n"),
-    "extract_python_echo": lambda text: extract_python(text, "    ", "    return total\n"),
-    "extract_java_block": lambda text: extract_java(text, "void f() {\n", "\n}\n"),
-    "extract_java_inline": lambda text: extract_java(text, "int n = ", ";\n"),
-    "extract_statement_python": lambda text: extract_statement(text, "", "", "python"),
-    "extract_statement_java": lambda text: extract_statement(text, "", "", "java"),
-    "extract_none": lambda text: extract_none(text, "", ""),
+    "extract_python_block": lambda text: infill_python(text, "def f():\n    ",
+                                                       "\n    return a\n"),
+    "extract_python_inline": lambda text: infill_python(text, "y = max(", ")\n"),
+    "extract_python_echo": lambda text: infill_python(text, "    ", "    return total\n"),
+    "extract_java_block": lambda text: infill_java(text, "void f() {\n", "\n}\n"),
+    "extract_java_inline": lambda text: infill_java(text, "int n = ", ";\n"),
+    "extract_statement_python": lambda text: infill_statement(text, "", "", "python"),
+    "extract_statement_java": lambda text: infill_statement(text, "", "", "java"),
+    "infill_none": lambda text: infill_none(text, "", ""),
     "rescore": lambda text: score_predictions(
         FimDataset(path="unused.jsonl"), [_task("python"), _task("java", "int n = ", ";\n")],
         [text, text]),
@@ -198,15 +199,15 @@ def test_a_string_ending_in_a_lone_backslash_runs_to_the_end():
     assert metrics.identifiers('s = "\\\\\\" + t\nu') == ["s", "u"]  # three: the quote escaped
     assert metrics.identifiers('s = "a\\\nb" + c') == ["s", "c"]  # a continued line
     reply = '"(' + '\\"(' * 1000 + "\\"
-    assert extract_python(reply, "y = ", "\n") == reply
+    assert infill_python(reply, "y = ", "\n") == reply
 
 
 def test_hostile_replies_are_cut_as_before():
-    assert extract_statement("\n" * 100_000 + "x = 1\ny", "", "") == "\n" * 100_000 + "x = 1"
-    assert extract_statement("a,\n" * 1000 + "b\nz", "", "") == "a,\n" * 1000 + "b"
-    assert extract_statement("{" * 1000 + "}" * 1000 + ";", "", "", "java") == \
+    assert infill_statement("\n" * 100_000 + "x = 1\ny", "", "") == "\n" * 100_000 + "x = 1"
+    assert infill_statement("a,\n" * 1000 + "b\nz", "", "") == "a,\n" * 1000 + "b"
+    assert infill_statement("{" * 1000 + "}" * 1000 + ";", "", "", "java") == \
         "{" * 1000 + "}" * 1000
-    assert extract_statement("(" * 5000 + ")" * 5000 + "; x;", "", "", "java") == \
+    assert infill_statement("(" * 5000 + ")" * 5000 + "; x;", "", "", "java") == \
         "(" * 5000 + ")" * 5000 + ";"
     prompt = "<|fim_prefix|>" + "a<|fim_suffix|>" * 1000 + "<|fim_middle|>"
     assert parse_any(prompt) == ("qwen", "a<|fim_suffix|>" * 999 + "a", "")
@@ -259,7 +260,7 @@ def test_linear_code_reads_ordinary_text_as_the_former_code_did():
     for _ in range(3000):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 14)))
         for language in ("python", "java"):
-            assert extract_statement(text, "", "", language) == \
+            assert infill_statement(text, "", "", language) == \
                 _statement_by_characters(text, language), (text, language)
             if not text.endswith("\\"):
                 keywords = metrics.JAVA_KEYWORDS if language == "java" \

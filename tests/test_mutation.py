@@ -196,7 +196,7 @@ def test_a_mutants_timeout_is_cpu_time_which_load_does_not_stretch(tmp_path):
     """A relative timeout was wall-clock time: a mutant within 10x its tests' baseline
     was killed as a timeout where a busy machine stretched it past that. It is CPU time
     now (with a long wall-clock limit for a mutant that waits), checked beside CPU hogs."""
-    from coral_plugins.evaluators.mutation.pool import start_worker
+    from coral_plugins.evaluators.mutation.workers import start_worker
 
     root = project(tmp_path, SPIN_MODULE, SPIN_TESTS)
     worker = start_worker(root / "calc.py", ["test_calc.py"], root)
@@ -225,8 +225,8 @@ def test_a_mutants_timeout_is_cpu_time_which_load_does_not_stretch(tmp_path):
 
 
 def test_relative_limits_come_from_each_tests_cpu_time():
-    from coral_plugins.evaluators.mutation.plan import (MIN_TIMEOUT, RELATIVE_FACTOR,
-                                                        WALL_FLOOR, WALL_SLACK, make_plans)
+    from coral_core.mutation.plan import (MIN_TIMEOUT, RELATIVE_FACTOR,
+                                          WALL_FLOOR, WALL_SLACK, make_plans)
     from cosmic_ray.work_item import MutationSpec, WorkItem
 
     source = "def f(x):\n    return x + 1\n"

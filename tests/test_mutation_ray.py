@@ -49,7 +49,7 @@ def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
     next mutant is retried on a new actor, and every verdict still equals the local run's."""
     import ray
 
-    from coral_plugins.evaluators.mutation.runner import run_mutation
+    from coral_plugins.evaluators.mutation.campaign import run_mutation
 
     local = project(tmp_path / "local")
     remote = project(tmp_path / "remote")

@@ -99,9 +99,10 @@ def kitchen_run(tmp_path_factory, data_dir):
                     KITCHEN_EVENTS=str(events), KITCHEN_HOOKS=str(called))
     result = run_coral("run", "--plugin", "arith", "--out", str(root / "run"), "--json", env=env)
     assert result.returncode == 0, result.stderr
+    served = run_coral("kitchen", "--dish", "stew", env=env)  # the plugin's own command
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     return {"summary": json.loads(result.stdout), "events": lines, "env": env, "root": root,
-            "site": site, "called": set(called.read_text().split())}
+            "site": site, "called": set(called.read_text().split()), "served": served}
 
 
 def _lifecycle(events: list[dict]) -> list[dict]:
@@ -181,6 +182,20 @@ def test_hook_coral_record_written(kitchen_run):
 def test_hook_coral_run_finished(kitchen_run):
     assert _lifecycle(kitchen_run["events"])[-1] == {"event": "finished", "fixed": 1,
                                                      "objectives": ["bugfix", "shortness"]}
+
+
+def test_hook_coral_register_commands(kitchen_run):
+    served = kitchen_run["served"]
+    assert served.returncode == 0, served.stderr
+    assert served.stdout == "the kitchen serves stew\n" and served.stderr == ""
+    listed = run_coral("--help", env={**kitchen_run["env"], "COLUMNS": "120"})
+    assert listed.returncode == 0, listed.stderr
+    commands = re.findall(r"^│ (\S+) ", listed.stdout.split("Commands", 1)[1], re.M)
+    assert commands[0] == "run" and commands[-1] == "kitchen"  # Coral's own, then plugins'
+    assert {"fim", "mutation"} <= set(commands)  # the built-in plugins' commands
+    assert "Serve a dish (a plugin's own command)." in listed.stdout
+    own = run_coral("kitchen", "--help", env=kitchen_run["env"])
+    assert own.returncode == 0 and "--dish" in own.stdout and "What to serve." in own.stdout
 
 
 # -------------------------------------------------------------- discovery and blocking

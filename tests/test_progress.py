@@ -12,7 +12,7 @@ from coral_core import config as configuration
 from coral_core.factories import experiment_preset
 from coral_core.rundir import RunInfo
 from coral_core.runner import Planner
-from coral_core.scoring import ScoredCandidate
+from coral_core.types import ScoredCandidate
 from coral_core.store import RunStore
 from coral_core.trial import TrialRun
 from coral_core.types import Generation

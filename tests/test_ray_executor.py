@@ -1,22 +1,28 @@
 """`--executor ray` on real Ray: a local `ray.init` and a `ray start --head` cluster on
 loopback give the same records and summaries as `--executor local`, lose nothing when an
-actor is killed mid-run, and fail in one line when the cluster cannot be reached."""
+actor is killed mid-run (beside CPU load), say what they wait for and fail in one line
+when the cluster stops answering, and fail in one line when it cannot be reached."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from conftest import coral_env, run_coral
 from coral_core.reporting import timeless
-from coral_plugins.executors.ray.cluster import connect
+from coral_core.executors.ray_cluster import connect
 
 ray = pytest.importorskip("ray")
 
@@ -60,6 +66,20 @@ def cluster(tmp_path_factory):
         subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
 
 
+@contextlib.contextmanager
+def _cpu_hogs(per_core: int = 2) -> Iterator[None]:
+    """Busy-looping processes beside the block (as `benchmarks/loaded.py` runs the suite)."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"],
+                             start_new_session=True)
+            for _ in range(per_core * (os.cpu_count() or 1))]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
 def _run(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
     path = tmp_path / f"{name}.toml"
     path.write_text(config)
@@ -92,6 +112,16 @@ def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env):
     assert len(_records(ray_dir)[1]) == 2 * 3 * 3
 
 
+KILLED = GRID.format(problems="[]", samples=4)  # the runs whose actors are killed
+
+
+@pytest.fixture(scope="module")
+def local_reference(tmp_path_factory, env):
+    """`KILLED` on the local executor: the summary and records every Ray run must equal."""
+    summary, run_dir = _run(tmp_path_factory.mktemp("reference"), env, "local", KILLED)
+    return summary, run_dir
+
+
 def _count(out: Path) -> int:
     try:
         with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
@@ -100,60 +130,146 @@ def _count(out: Path) -> int:
         return 0
 
 
-def _kill_mid_run(tmp_path: Path, env: dict, cluster: str, name: str, config: str,
-                  endings: tuple[str, ...], restart: bool) -> tuple[subprocess.Popen, Path, int]:
-    """Start `coral run --executor ray` on the cluster, wait for its first records, then
-    kill its actors whose names end with `endings` (Ray restarts them if `restart`);
-    return the running process, its run folder and how many records it had then."""
+def _actor_pid(name: str) -> int:
+    """The process of a named actor of the namespace "coral" (as the cluster's table has it)."""
+    handle = ray.get_actor(name, namespace="coral")
+    return int(ray._private.state.actors(handle._actor_id.hex())["Pid"])
+
+
+def _start_and_wait(tmp_path: Path, env: dict, cluster: str, name: str, config: str,
+                    *extra: str) -> tuple[subprocess.Popen, Path]:
+    """Start `coral run --executor ray` on the cluster and wait for its first records;
+    this test is then joined to the cluster as a driver of its own, as Coral is."""
     path = tmp_path / f"{name}.toml"
     path.write_text(config)
     out = tmp_path / name
     process = subprocess.Popen(
         [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
-         "--config", str(path), "--out", str(out), "--json", "--executor", "ray",
-         "--ray-address", cluster], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
-    connect(cluster)  # this test joins as a driver of its own, as Coral does
+         "--config", str(path), "--out", str(out), "--executor", "ray",
+         "--ray-address", cluster, *extra], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    connect(cluster)
     try:
         deadline = time.monotonic() + 300
         while _count(out) < 2:
             assert process.poll() is None, process.communicate()[1][-2000:]
             assert time.monotonic() < deadline, "the run recorded nothing"
             time.sleep(0.02)
-        named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                 if a["namespace"] == "coral" and a["name"].endswith(endings)]
-        assert len(named) == len(endings), named
-        for actor in named:
-            ray.kill(ray.get_actor(actor, namespace="coral"), no_restart=not restart)
+    except BaseException:
+        ray.shutdown()
+        process.kill()
+        raise
+    return process, out
+
+
+def _actors(endings: tuple[str, ...]) -> list[str]:
+    named = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+             if a["namespace"] == "coral" and a["name"].endswith(endings)]
+    assert len(named) == len(endings), named
+    return sorted(named)
+
+
+def _kill_mid_run(tmp_path: Path, env: dict, cluster: str, name: str, config: str,
+                  endings: tuple[str, ...], restart: bool) -> tuple[subprocess.Popen, Path, int]:
+    """Start `coral run --executor ray --json` on the cluster, wait for its first records,
+    then kill its actors whose names end with `endings` (Ray restarts them if `restart`):
+    the evaluation actor's process dies of SIGKILL (a crash, as the OOM killer's), any
+    other actor by `ray.kill`; return the running process, its run folder and how many
+    records it had then."""
+    process, out = _start_and_wait(tmp_path, env, cluster, name, config, "--json")
+    try:
+        for actor in _actors(endings):
+            if restart and actor.endswith("-evaluation-0"):
+                os.kill(_actor_pid(actor), signal.SIGKILL)
+            else:
+                ray.kill(ray.get_actor(actor, namespace="coral"), no_restart=not restart)
         return process, out, _count(out)
     finally:
         ray.shutdown()
 
 
-def test_a_cluster_run_survives_killed_actors_and_equals_local(tmp_path, env, cluster):
-    """Joined with --ray-address; the evaluation and generation actors are killed (Ray
-    restarts them) while the run works: every record arrives once, and the result is the
-    local executor's."""
-    config = GRID.format(problems="[]", samples=4)
-    local, local_dir = _run(tmp_path, env, "local", config)
+def test_a_cluster_run_survives_killed_actors_and_equals_local(
+        tmp_path, env, cluster, local_reference):
+    """Joined with --ray-address, beside two CPU-bound processes per core: the evaluation
+    actor's process is killed (SIGKILL) and the generation actor too (`ray.kill`) while
+    calls are in flight there; Ray restarts both and the calls are retried on them. Every
+    record arrives once, the result is the local executor's, and the run ends in bounded
+    time (issue 29: it had not ended ten minutes later)."""
+    local, local_dir = local_reference
     total = len(_records(local_dir)[1])
-    process, out, at_kill = _kill_mid_run(tmp_path, env, cluster, "cluster", config,
-                                          ("-evaluation-0", "-generation-0"), restart=True)
-    stdout, stderr = process.communicate(timeout=600)
+    with _cpu_hogs():
+        process, out, at_kill = _kill_mid_run(tmp_path, env, cluster, "cluster", KILLED,
+                                              ("-evaluation-0", "-generation-0"),
+                                              restart=True)
+        started = time.monotonic()
+        try:
+            stdout, stderr = process.communicate(timeout=420)
+        finally:
+            process.kill()
     assert process.returncode == 0, stderr[-3000:]
     assert at_kill < total, "the run ended before the actors were killed"
     assert timeless(json.loads(stdout)) == timeless(local)
     assert _records(out) == _records(local_dir)  # each once, none lost
+    print(f"finished {time.monotonic() - started:.0f} s after the kill")
+
+
+def test_a_cluster_that_stops_answering_says_so_then_fails_in_one_line(
+        tmp_path, env, cluster, local_reference):
+    """Both actors are frozen (SIGSTOP: alive to Ray, answering nothing, as a wedged node
+    is) mid-run. The progress line says what the run waits for, a warning says it once,
+    and when no call has finished for CORAL_RAY_STALL_SECONDS the trial stops with one
+    line (exit 2) instead of waiting forever; a resume finishes with the local records."""
+    local, local_dir = local_reference
+    # long enough for a loaded machine to start the run (placing the actors, warming the
+    # sandboxes: the watchdog counts that too), short for a test
+    stall = 45
+    stalled = {**env, "CORAL_RAY_STALL_SECONDS": str(stall)}
+    process, out = _start_and_wait(tmp_path, stalled, cluster, "frozen", KILLED)
+    frozen = []
+    try:
+        try:
+            for actor in _actors(("-evaluation-0", "-generation-0")):
+                frozen.append(_actor_pid(actor))
+                os.kill(frozen[-1], signal.SIGSTOP)
+        finally:
+            ray.shutdown()
+        started = time.monotonic()
+        try:
+            _, stderr = process.communicate(timeout=300)
+        finally:
+            process.kill()
+        waited = time.monotonic() - started
+    finally:
+        for pid in frozen:  # whatever is left of them must not hold the cluster
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+    assert process.returncode == 2, stderr[-3000:]
+    lines = stderr.strip().splitlines()
+    last = lines[-1]
+    assert "Ray finished no call in" in last and "in flight, oldest" in last, last
+    assert "CORAL_RAY_STALL_SECONDS" in last and "--resume" in last, last
+    assert any("(waiting for Ray: " in line and " in flight, oldest " in line
+               for line in lines), stderr[-3000:]  # the progress line's note
+    assert any(line.startswith("coral: warning: waiting for Ray: ") for line in lines), (
+        stderr[-3000:])
+    assert waited < stall + 150, f"{waited:.0f} s from the freeze to the exit"
+    with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
+        details = [json.loads(row[0]) for row in db.execute("SELECT details FROM evaluations")]
+    assert not [d["error"] for d in details if "error" in d], (
+        "Ray's failure was recorded as candidates' errors")
+    resumed = run_coral("run", "--resume", str(out), "--json", env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert timeless(json.loads(resumed.stdout)) == timeless(local)
+    assert _records(out) == _records(local_dir)
 
 
 def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
-        tmp_path, env, cluster):
+        tmp_path, env, cluster, local_reference):
     """An evaluation actor killed without restart: Ray's failure is not recorded as the
     candidates' errors; the run stops with one line (exit 2), and a resume on the cluster
     finishes with the local executor's records."""
-    config = GRID.format(problems="[]", samples=4)
-    local, local_dir = _run(tmp_path, env, "local", config)
-    process, out, _ = _kill_mid_run(tmp_path, env, cluster, "lost", config,
+    local, local_dir = local_reference
+    process, out, _ = _kill_mid_run(tmp_path, env, cluster, "lost", KILLED,
                                     ("-evaluation-0",), restart=False)
     _, stderr = process.communicate(timeout=600)
     if process.returncode == 0:  # every scoring call had returned before the kill
@@ -185,6 +301,37 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr
     assert not out.exists()
+
+
+def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env):
+    out = tmp_path / "never"
+    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
+                       "--executor", "ray", "--out", str(out),
+                       env={**env, "CORAL_RAY_STALL_SECONDS": "soon"}, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CORAL_RAY_STALL_SECONDS='soon'" in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_what_a_ray_run_waits_for_reaches_the_progress_line(capsys):
+    """The executor's note travels on the 'coral.progress' logger: a plain progress log
+    shows it on the phase's line (and clears it), and it is never a log line of its own."""
+    from coral_cli.progress import PlainProgress
+    from coral_plugins.executors.ray.executor import NOTES, waiting_text
+
+    assert waiting_text(3, 47.9) == "waiting for Ray: 3 calls in flight, oldest 40 s"
+    assert waiting_text(1, 185) == "waiting for Ray: 1 call in flight, oldest 180 s"
+    with PlainProgress() as progress:
+        progress.start("evaluate", 8, 2)
+        NOTES.info(waiting_text(4, 31), extra={"coral_phase": "evaluate"})
+        NOTES.info("", extra={"coral_phase": "evaluate"})
+        progress.advance("evaluate", 6)
+    NOTES.info("after the display", extra={"coral_phase": "evaluate"})  # nobody listens
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["evaluate: 2/8", "evaluate: 2/8 (waiting for Ray: 4 calls in flight, "
+                     "oldest 30 s)", "evaluate: 8/8"], lines
+    assert NOTES.level == logging.NOTSET and not NOTES.handlers
 
 
 def test_ray_is_imported_only_by_a_run_that_names_it(env):

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env
+from conftest import coral_env, gene_space
 from coral_core.config_schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.runner import _check_proposals
 from coral_plugins.search import grid as grid_module
 from coral_plugins.search import random as random_module
-from coral_plugins.search.evolution.genome import GeneSpace
 from coral_plugins.search.evolution.training import training_options
 from coral_plugins.search.grid import GridSearch, decode
 from coral_plugins.search.random import RandomSearch
@@ -223,13 +222,13 @@ def test_a_strategy_proposing_more_than_a_run_may_hold_is_stopped():
 ])
 def test_degenerate_genes_are_refused(gene, spec, fragment):
     with pytest.raises(OptionInvalid, match=re.escape(fragment)) as raised:
-        GeneSpace.for_model("baseline", False, {gene: spec})
+        gene_space("baseline", False, {gene: spec})
     assert raised.value.path == ("search", "options", "genes", gene)
 
 
 def test_a_fine_but_bounded_gene_is_accepted():
-    space = GeneSpace.for_model("baseline", False,
-                                {"top_p": {"low": 0.5, "high": 1.0, "step": 1e-6}})
+    space = gene_space("baseline", False,
+                       {"top_p": {"low": 0.5, "high": 1.0, "step": 1e-6}})
     space.distributions()  # Optuna's decimal arithmetic copes with it
 
 

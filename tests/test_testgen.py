@@ -103,7 +103,7 @@ def test_mutation_verdicts_equal_coral_mutation_run(scoring, tmp_path):
     """The same cosmic-ray mutants and verdicts as `coral mutation run` on the same
     program and tests (which are cosmic-ray's, tests/test_mutation.py), mutants that do not
     compile aside."""
-    from coral_plugins.evaluators.mutation.runner import run_mutation
+    from coral_plugins.evaluators.mutation.campaign import run_mutation
 
     dataset, _ = scoring
     program = dataset.tasks("all", ["bitcount"])[0].metadata["program"]

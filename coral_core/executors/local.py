@@ -21,8 +21,8 @@ from ..blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from ..factories import Scoring, build_dataset, build_model, build_scoring
 from ..hookspecs import hookimpl
 from ..protocols import Dataset, Model
-from ..scoring import ScoredCandidate, failed_candidate
-from ..types import Candidate, Generation, GenerationRequest, Task
+from ..scoring import failed_candidate
+from ..types import Candidate, Generation, GenerationRequest, ScoredCandidate, Task
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ worker could not import a module of its own) raises AnalysisFailed for that cand
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -32,7 +31,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..errors import UserError
-from .inside.lint import CPU_SECONDS, MAX_SOURCE
+from .inside.limits import CPU_SECONDS, MAX_SOURCE
 from .policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy, bwrap_command,
                      scrubbed_environment, worker_launcher)
 
@@ -246,22 +245,3 @@ class Analyzer:
             workers, self._all = list(self._all), set()
         for worker in workers:
             worker.stop()
-
-
-_DEFAULT: list[Any] = []
-_DEFAULT_LOCK = threading.Lock()
-
-
-def analyzer_for(context: Any) -> Analyzer:
-    """The analyzer of the evaluation context's sandbox; without one (an evaluator used on
-    its own), one default sandbox's, closed when Python exits."""
-    from .pool import Sandbox
-
-    sandbox = getattr(context, "sandbox", None)
-    if not isinstance(sandbox, Sandbox):
-        with _DEFAULT_LOCK:
-            if not _DEFAULT:
-                _DEFAULT.append(Sandbox(SandboxPolicy(), workers=1))
-                atexit.register(_DEFAULT[0].close)
-            sandbox = _DEFAULT[0]
-    return sandbox.analyzer()

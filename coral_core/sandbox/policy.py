@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..settings import default  # host side: the code under inside/ imports no coral_core
+
 WORKER_DIR = Path(__file__).with_name("inside")  # what runs inside: standard library only
 WORKER_FILE = WORKER_DIR / "worker.py"
 WORKER_IN_SANDBOX = "/coral/coral_inside"
@@ -62,7 +64,7 @@ class SandboxPolicy:
 
     timeout: float = 5.0
     load_timeout: float = 5.0
-    memory_mb: int = 1024
+    memory_mb: int = default("execution.memory_mb")
     max_processes: int = 32
     max_file_mb: int = 16
     max_open_files: int = 64

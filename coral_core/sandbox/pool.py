@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from .analysis import Analyzer
 from .cgroups import SlotCgroup, slot_name
-from .inside.worker import WALL_FACTOR
+from .inside.limits import WALL_FACTOR
 from .notices import warn_once
 from .policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available,
                      bwrap_command, scrubbed_environment, worker_launcher)

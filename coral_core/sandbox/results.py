@@ -1,4 +1,4 @@
-"""What a job did, rebuilt from the worker's frames (see inside/wire.py)."""
+"""What a job did, rebuilt from the worker's frames (see inside/framing.py)."""
 
 from __future__ import annotations
 

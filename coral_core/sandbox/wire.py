@@ -1,5 +1,5 @@
 """The host's side of a worker's pipes: jobs written as head, control and body, frames read
-back in linear time (see inside/wire.py for the format and why it is split so)."""
+back in linear time (see inside/framing.py for the format and why it is split so)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """QuixBugs: 40 small Python programs with one bug each (upstream layout, loaded at run time).
 
-Splits follow the CORAL-X design (seed 000): 24 training problems, 8 clean test problems,
+Splits follow the CORAL-X design: 24 training problems, 8 clean test problems,
 and the 8 graph problems as a third split, "extra". A run on test or extra that names a
 training problem is refused; training data is built from training problems only; results
 on training problems are always marked as seen in training.
@@ -55,7 +55,7 @@ INSTRUCTIONS = (
     "Analyze and fix the error in this {name} implementation:",
 )
 
-# The evaluation prompt's instruction (seed 000); training examples use INSTRUCTIONS instead.
+# The evaluation prompt's instruction (CORAL-X's); training examples use INSTRUCTIONS instead.
 EVALUATION_INSTRUCTION = (
     "Fix the buggy Python function in {name}.py\n\n"
     "The function has a bug that needs to be corrected. Analyze the code and provide the "

@@ -1,4 +1,4 @@
-"""testgen: a model writes pytest tests for a QuixBugs program (SPEC section 8).
+"""testgen: a model writes pytest tests for a QuixBugs program.
 
 The model sees the correct program and writes a test file; the `testgen` evaluator runs it
 in the sandbox against the correct program, the buggy one and cosmic-ray's mutants. The
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from coral_core import plugins
 from coral_core.extract import extract_python
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Prompt, Success, Task
 
-from .quixbugs import SPLITS, QuixBugs
 
 NAME = "testgen"
 
@@ -43,13 +43,13 @@ class Testgen:
     """QuixBugs problems as test-writing tasks; `data_dir` as for quixbugs."""
 
     name = NAME
-    splits = tuple(SPLITS)
     candidate_kind = "tests"
     description = "test generation: write pytest tests for a QuixBugs program (40 problems)"
     data_name = "quixbugs"  # the folder it reads (`coral datasets list`)
 
     def __init__(self, data_dir: str | None = None):
-        self.quixbugs = QuixBugs(data_dir)
+        self.quixbugs = plugins.build("datasets", "quixbugs", data_dir=data_dir)
+        self.splits = tuple(self.quixbugs.splits)
 
     @property
     def root(self):

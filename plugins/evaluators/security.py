@@ -1,4 +1,4 @@
-"""security: bandit (seed 000's formula), run by the sandbox's analysis workers.
+"""security: bandit, run by the sandbox's analysis workers.
 
 1.0 - 0.3 x high-severity issues - 0.1 x medium-severity issues, clamped to [0, 1]. bandit
 ignores `# nosec` (ignore_nosec) and reads the text Python runs (a coding declaration cannot

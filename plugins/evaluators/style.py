@@ -1,4 +1,4 @@
-"""style: flake8 (seed 000's formula), run by the sandbox's analysis workers.
+"""style: flake8, run by the sandbox's analysis workers.
 
 No violation -> 0.97; else max(0, 0.8 - 0.05 x violations). flake8 runs isolated from any
 configuration file, so the score does not depend on the folder Coral runs in, and ignores

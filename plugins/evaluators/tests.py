@@ -1,4 +1,4 @@
-"""bugfix: the fraction of the task's tests the candidate passes (seed 000's formula).
+"""bugfix: the fraction of the task's tests the candidate passes.
 
 All tests passed -> 1.0; some -> passed / total; none -> 0.2 if the code parses and
 defines the entry point, else 0.0.
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
+from coral_core.sandbox import syntax_valid
 from coral_core.types import Candidate, Evaluation
-
-from .syntax import syntax_valid
 
 
 class TestsEvaluator:

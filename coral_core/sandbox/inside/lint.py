@@ -34,10 +34,13 @@ import sys
 import warnings
 
 from . import testscreen
+from .limits import CPU_SECONDS, MAX_SOURCE
 from .privileges import die_with_parent, harden
 
-CPU_SECONDS = 20  # per request
-MAX_SOURCE = 1 << 20  # characters of code a request may carry
+# The analysis worker's address space, deliberately not `execution.memory_mb` (the limit a
+# candidate's own process runs under): this worker never runs candidate code, it holds
+# flake8 and bandit, which need more than a small candidate limit allows, and it serves
+# every candidate of a run, so a user's limit for candidates must not break their linting.
 MEMORY_BYTES = 2 << 30
 
 _COMMENT = re.compile(r"^[ \t\f]*#")

@@ -13,12 +13,12 @@ per-step deadlines, and is the only one that talks to the host.
 
 Nothing of a candidate ever enters this process's memory, so no child (a fork of it)
 inherits a sibling's code, inputs or results: the job's body goes from the host's pipe to a
-memfd that only the job's children read (wire.py), and what a child sends, like its captured
+memfd that only the job's children read (framing.py), and what a child sends, like its captured
 output, passes through one buffer that is zeroed after every job (scratchpad.py).
 
 Child -> worker: lines on a private pipe: ``L <cpu> <cost>`` (loaded), ``R<json>`` (a
 recorded value), ``E<step> <cpu> <cost> [detail]`` (step finished), ``X<detail>`` (failed to
-load). Worker -> host: frames (wire.py). The modules beside this one are the rest of it.
+load). Worker -> host: frames (framing.py). The modules beside this one are the rest of it.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import signal
 import sys
 import time
 
-from . import child, cleanup, keyrings, processes, seccomp, wire
+from . import child, cleanup, framing, keyrings, processes, seccomp
 from .child import run_child
+from .limits import WALL_FACTOR
 from .privileges import die_with_parent, drop_privileges, harden
 from .scratchpad import Scratchpad
 
@@ -44,13 +45,12 @@ PREIMPORT = (
 )
 
 
-WALL_FACTOR = 3.0  # a step may take this many times its timeout in wall-clock time
 DETAIL_BYTES = 1200  # of a child's error message (it sends at most 300 characters)
 LINE_SLACK = 64 << 10  # the scratchpad holds one record line of record_bytes, plus this
 _R, _X, _L, _E = b"RXLE"
 
 
-class Job:
+class JobRelay:
     """Relays one job's children and enforces its deadlines."""
 
     def __init__(self, control, body, scratch, frames, pad, writable=(), filtered=False,
@@ -328,17 +328,17 @@ def main(argv):
     filtered = bool(child.FILTERED)
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # consumed by sigtimedwait
     pad = Scratchpad(LINE_SLACK + (1 << 20))
-    frames = wire.Frames(1)
+    frames = framing.Frames(1)
     gc.freeze()  # children inherit these objects: the collector must not touch (and copy) them
     frames.json(b"H", {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
                        "filter": filtered, "unreadable": unreadable})
     scratch = os.path.join(scratch_root, "job")
     while True:
-        request = wire.next_request(0)
+        request = framing.next_request(0)
         if request is None:
             return
         control, size = request
         pad.ensure(control["limits"]["record_bytes"] + LINE_SLACK)
-        body = wire.body_file(0, size, pad, memfd)
-        Job(control, body, scratch, frames, pad, writable, filtered, keep).run()
+        body = framing.body_file(0, size, pad, memfd)
+        JobRelay(control, body, scratch, frames, pad, writable, filtered, keep).run()
         os.ftruncate(memfd, 0)  # the job's pages go back to the kernel

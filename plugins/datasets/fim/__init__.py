@@ -1,4 +1,4 @@
-"""fim: fill-in-the-middle completion tasks (seed 003, SPEC section 7).
+"""fim: fill-in-the-middle completion tasks.
 
 `[dataset.options] path = "TASKS.jsonl"` reads JSONL in three shapes, detected per line:
 (a) `{"prompt": "<|fim_prefix|>...<|fim_suffix|>...<|fim_middle|>", "groundtruth"}` with the
@@ -28,11 +28,11 @@ from coral_core.types import Prompt, Success, Task
 
 from . import build
 from .extract import EXTRACTORS
-from .templates import parse_any
+from coral_core.fim.templates import parse_any
 
 NAME = "fim"
 LANGUAGES = ("python", "java")
-STOPS = {  # seed 003's per-language stop sequences
+STOPS = {  # the FIM design's per-language stop sequences
     "python": ("\n\ndef ", "\nclass ", "\n\n\n", "\nif __name__"),
     "java": ("\n\npublic ", "\n\nprivate ", "\n\nclass ", "\n\ninterface "),
 }
@@ -128,10 +128,10 @@ class FimDataset:
         self.source = source
         self.quixbugs = None
         if source == "quixbugs":
-            from ..quixbugs import SPLITS, QuixBugs
+            from coral_core import plugins
 
-            self.quixbugs = QuixBugs(data_dir)
-            self.splits = tuple(SPLITS)
+            self.quixbugs = plugins.build("datasets", "quixbugs", data_dir=data_dir)
+            self.splits = tuple(self.quixbugs.splits)
 
     @property
     def root(self) -> Path | str:
@@ -213,3 +213,10 @@ def coral_register_datasets(register):
 def coral_register_experiments(register):
     register(NAME, PRESET)
     register("fim-quixbugs", QUIXBUGS_PRESET)
+
+
+@hookimpl
+def coral_register_commands(cli):
+    from .command import app
+
+    cli.add_typer(app, name="fim")

@@ -2,17 +2,17 @@
 
 Strategies (`[dataset.options] extract = "..."`; "auto" picks by the task's language):
 
-- `python`: seed 003's contextual extraction: cut where the reply starts repeating the
+- `python`: the FIM design's contextual extraction: cut where the reply starts repeating the
   suffix, stop at statement boundaries (a blank line followed by a `def`/`class`/dedent
   below the first line's level, three newlines) and, for a middle that ends inside a line
   (the suffix continues that line), at the first line end where brackets balance;
-- `java`: seed 003's aggressive extraction: the same suffix cut, then stop where the braces
+- `java`: the FIM design's aggressive extraction: the same suffix cut, then stop where the braces
   close below the starting level, at a declaration after a blank line, and for a one-line
   middle at the first `;`, `{` or `}` at bracket depth 0;
 - `statement`: the first complete statement (CrossCodeEval's rule);
 - `none`: the reply as it is.
 
-The ground truth is never used (seed 003 sized its cut by the ground truth's length).
+The ground truth is never used (the FIM design sized its cut by the ground truth's length).
 A third party adds a strategy with `register_extractor(name, function)`, where
 `function(reply, prefix, suffix, language) -> str`.
 """
@@ -88,7 +88,7 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def extract_python(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
+def infill_python(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
     text = _before(_cut_suffix_echo(reply, suffix), "\n\n\n")
     lines = text.split("\n")
     start_col = len(prefix.rsplit("\n", 1)[-1])
@@ -114,7 +114,7 @@ def extract_python(reply: str, prefix: str, suffix: str, language: str = "python
     return "\n".join(out).rstrip()
 
 
-def extract_java(reply: str, prefix: str, suffix: str, language: str = "java") -> str:
+def infill_java(reply: str, prefix: str, suffix: str, language: str = "java") -> str:
     text = _before(_cut_suffix_echo(reply, suffix), "\n\n\n")
     out: list[str] = []
     depth = 0
@@ -132,7 +132,7 @@ def extract_java(reply: str, prefix: str, suffix: str, language: str = "java") -
     return "\n".join(out).rstrip()
 
 
-def extract_statement(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
+def infill_statement(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
     """Up to the end of the first complete statement: for Java the first `;`, `{` or `}` at
     bracket depth 0 or less, otherwise the first newline there after some code whose last
     character (before the newline) is not `:`, `\\` or `,`. One scan over runs of alike
@@ -175,10 +175,10 @@ def _java_statement(reply: str) -> str:
     return reply
 
 
-def extract_none(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
+def infill_none(reply: str, prefix: str, suffix: str, language: str = "python") -> str:
     return reply
 
 
-for _name, _function in (("python", extract_python), ("java", extract_java),
-                         ("statement", extract_statement), ("none", extract_none)):
+for _name, _function in (("python", infill_python), ("java", infill_java),
+                         ("statement", infill_statement), ("none", infill_none)):
     register_extractor(_name, _function)

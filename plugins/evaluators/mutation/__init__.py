@@ -1,8 +1,9 @@
-"""Mutation testing with cosmic-ray's mutants and verdicts (SPEC section 8, seed 002).
+"""Mutation testing with cosmic-ray's mutants and verdicts.
 
-One concept per module: `session` (the cosmic-ray WorkDB and Coral's tables), `plan` (each
-mutant's source, mode, tests and timeout), `worker` (the pre-warmed forking pytest worker),
-`pool` (talking to workers), `runner` (`coral mutation run`), `score` (scores and intervals),
+One concept per module (the core's `coral_core.mutation` holds what testgen shares: `session`,
+the cosmic-ray WorkDB and Coral's tables, and `plan`, each mutant's source, mode, tests and
+timeout): `worker` (the pre-warmed forking pytest worker), `workers` (talking to them),
+`campaign` (`coral mutation run`: every mutant of a module), `score` (scores and intervals),
 `gate` (the reliability gate, evaluator `mutation_gate`), `audit` (does a test see the
 module's file?), `exact` and `exact_report` (the exact path: the mutant written into a copy
 of the project), `procs` (process trees: nothing a test starts outlives its mutant's run).
@@ -18,3 +19,10 @@ def coral_register_evaluators(register):
     from .gate import MutationGate
 
     register("mutation_gate", MutationGate)
+
+
+@hookimpl
+def coral_register_commands(cli):
+    from .command import app  # `coral mutation`; its machinery is imported when it runs
+
+    cli.add_typer(app, name="mutation")

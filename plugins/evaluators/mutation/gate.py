@@ -1,4 +1,4 @@
-"""The reliability gate of seed 002: does a mutation score reach its target?"""
+"""The reliability gate: does a mutation score reach its target?"""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def session_score(path: Path | None) -> float:
     """Coral's score of a stored session, or -1 when there is none (or nothing executed)."""
     if path is None or not Path(path).is_file():
         return -1.0
-    from .runner import report
-    from .session import Session
+    from .campaign import report
+    from coral_core.mutation.session import Session
 
     session = Session(Path(path))
     try:

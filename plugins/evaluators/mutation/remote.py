@@ -2,9 +2,9 @@
 
 Each worker is a Ray actor (one CPU) on whichever node Ray places it: it unpacks the project,
 sent once through the object store (no shared file system is assumed), into a folder of its
-own, and runs one warm worker (worker.py) there. The runner talks to it exactly as to a local
+own, and runs one warm worker (worker.py) there. The campaign talks to it exactly as to a local
 worker (`hello`, `startup_seconds`, `ask`, `close`); verdicts are committed by the driver as
-they arrive. An actor that dies is a dead worker: the runner starts another and asks again.
+they arrive. An actor that dies is a dead worker: the campaign starts another and asks again.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from coral_core.errors import UserError
 
-from .pool import WorkerDied, start_worker
+from .workers import WorkerDied, start_worker
 
 MAX_ARCHIVE = 64 << 20  # bytes of project sent to the cluster
 SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox",
@@ -122,7 +122,7 @@ def _first_line(error: BaseException) -> str:
 def ray_spawner(project: Path, leave_out: set[Path], address: str,
                 ) -> tuple[Callable[[Path, list[str], Path], RemoteWorker], Callable[[], None]]:
     """(start a worker, shut down): workers as Ray actors, the project packed once."""
-    from coral_plugins.executors.ray.cluster import connect, import_ray
+    from coral_core.executors.ray_cluster import connect, import_ray
 
     archive = pack_project(project, leave_out)
     started = connect(address)

@@ -1,4 +1,4 @@
-"""Scoring model-written test files (SPEC section 8): `suite` runs one in the sandbox against
+"""Scoring model-written test files: `suite` runs one in the sandbox against
 one program version with the harness in `inside/` (two processes: the tests and the
 program), `mutants` enumerates cosmic-ray's
 mutants, `evaluator` turns the runs into the four objectives. Importing this package is

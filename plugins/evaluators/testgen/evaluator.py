@@ -33,10 +33,10 @@ from typing import Any
 from coral_core.config_schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
+from coral_core.mutation import skip_requested
 from coral_core.sandbox import analyzer_for
 from coral_core.types import Candidate, Evaluation
 
-from ..mutation.runner import skip_requested
 from .judge import Judge
 from .mutants import Mutant, Variant, mutants_of, variant_of
 from .suite import PRELOAD, SOURCES, SuiteRun, run_suite

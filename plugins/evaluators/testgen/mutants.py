@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from coral_plugins.evaluators.mutation.plan import function_bodies
+from coral_core.mutation.plan import function_bodies
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def mutants_of(name: str, source: str) -> tuple[Mutant, ...]:
     import cosmic_ray.plugins
     from cosmic_ray.mutating import mutate_code
 
-    from coral_plugins.evaluators.mutation.session import Session
+    from coral_core.mutation.session import Session
 
     with tempfile.TemporaryDirectory(prefix="coral-testgen-") as folder:
         path = Path(folder) / f"{name}.py"

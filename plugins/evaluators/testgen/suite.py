@@ -1,7 +1,7 @@
 """Running a model-written test file against one version of a program, in the sandbox.
 
 Each run is a hosted job of its own (a fresh fork of a clean worker, then two processes):
-the test file runs in one (inside/runner.py), where the program is a module of call
+the test file runs in one (inside/tests_side.py), where the program is a module of call
 proxies (inside/proxy.py); the program version (the correct one, the buggy one, or a
 mutant) is loaded only in the other (inside/host.py), from the job's private part, with
 the run's private settings. The test file's process is given the same thing in every run
@@ -21,14 +21,14 @@ from coral_core.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
 
 INSIDE = Path(__file__).with_name("inside")
-RUNNER, HOST = "coral_testgen_runner", "coral_testgen_host"
+TESTS_SIDE, HOST = "coral_testgen_tests_side", "coral_testgen_host"
 PRELOAD = ("pytest", "coverage")
 # The harness, loaded once by each worker (`Sandbox(harness_policy(...))`); a run in any
 # other sandbox sends it along and pays for compiling it.
 # The codec is the core's (coral_core/hosted), shared with other two-process harnesses.
 SOURCES = (("coral_testgen_codec", source_of("codec")),
            *((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(encoding="utf-8"))
-             for name in ("proxy", "host", "runner")))
+             for name in ("proxy", "host", "tests_side")))
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 MAX_TESTS = 500
 # CPU seconds the sandbox's own limit lies beyond a run's: the program's process, whose
@@ -80,7 +80,7 @@ def harness_policy(policy: SandboxPolicy) -> SandboxPolicy:
 def _setup(module: str) -> str:
     return ("import sys as _sys\n"
             "def run():\n"
-            f"    _sys.modules[{RUNNER!r}].run(_sys.modules[{module!r}])\n")
+            f"    _sys.modules[{TESTS_SIDE!r}].run(_sys.modules[{module!r}])\n")
 
 
 def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
@@ -106,8 +106,8 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
                    "stop_on": [bool(s) for s in stop_on][:MAX_TESTS]
                    + [False] * (MAX_TESTS - min(len(stop_on), MAX_TESTS)),
                    "timeout": timeout, "idle": IDLE}
-    start = (f"import {RUNNER} as _runner\n_runner.CONFIG.update({tests_config!r})\n"
-             "_runner.start()\n")
+    start = (f"import {TESTS_SIDE} as _tests\n_tests.CONFIG.update({tests_config!r})\n"
+             "_tests.start()\n")
     harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
     module = f"test_{name}"
     spec = ExecutionSpec(

@@ -15,7 +15,9 @@ from coral_core.hookspecs import hookimpl
 
 def create_executor(settings: Mapping[str, Any]):
     """The `[execution]` section: `ray_address` ("" starts a local Ray), `workers`
-    (sandbox workers per node), `generation_actors`, `evaluation_actors`."""
+    (sandbox workers per node), `generation_actors`, `evaluation_actors`; and
+    `CORAL_RAY_STALL_SECONDS`, how long a run waits without any call finishing before it
+    gives up (docs/ray.md, Faults)."""
     from .executor import RayExecutor
 
     return RayExecutor(settings)

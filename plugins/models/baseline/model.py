@@ -26,7 +26,7 @@ from coral_core.errors import UserError
 from coral_core.seeds import sample_seed
 from coral_core.stops import cut_at_stop
 from coral_core.suggest import did_you_mean
-from coral_core.types import Generation, GenerationRequest
+from coral_core.types import Generation, GenerationRequest, Tunable
 
 from .edits import FAMILIES
 from .prior import Prior, cached_prior, problem_pairs
@@ -172,3 +172,13 @@ def check_family_weights(value: Any) -> dict[str, float]:
                             f"number >= 0, not {factor!r}")
         weights[family] = float(factor)
     return weights
+
+
+# What a search may vary for this model (the evolution strategy reads these from the factory):
+# the sampling knobs it honours (top_k is its candidate budget), and a factor on its learned
+# prior per edit family, geometric choices around 1 (the prior as learned); a million is
+# "only this family".
+create_baseline.sampling_knobs = ("temperature", "top_p", "top_k")  # type: ignore[attr-defined]
+create_baseline.tunables = tuple(  # type: ignore[attr-defined]
+    Tunable(f"{family}_weight", f"family_weights.{family}", (0.25, 0.5, 1.0, 2.0, 4.0),
+            0.0, 1e6) for family in FAMILIES)

@@ -34,6 +34,10 @@ TRIES = 16  # inputs drawn per sample
 KEEP = 6  # tests written per sample
 MAX_REPR = 300
 CALL_SECONDS = 0.25  # CPU time per observed call: a call that loops is dropped
+# Memory per observed call, deliberately not `execution.memory_mb` (the limit a scored
+# candidate runs under, which a model is not given): these are quick probes of the program
+# under test, and a call that needs more is dropped like one that loops.
+CALL_MEMORY_MB = 512
 _IMPORT = re.compile(r"Import the function with `from (\w+) import (\w+)`")
 
 LIST_NAMES = {"arr", "array", "nums", "numbers", "lst", "xs", "items", "values", "vals",
@@ -186,8 +190,8 @@ class BaselineTestWriter:
     def sandbox(self) -> Sandbox:
         with self._lock:
             if self._sandbox is None:
-                self._sandbox = Sandbox(SandboxPolicy(timeout=CALL_SECONDS, memory_mb=512),
-                                        workers=1)
+                policy = SandboxPolicy(timeout=CALL_SECONDS, memory_mb=CALL_MEMORY_MB)
+                self._sandbox = Sandbox(policy, workers=1)
             return self._sandbox
 
     def close(self) -> None:

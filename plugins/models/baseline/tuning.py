@@ -72,11 +72,12 @@ def best_shrink(problems: Sequence[Labelled], shrinks: Sequence[float] = SHRINKS
 
 
 def main(argv: Sequence[str] = ()) -> None:
-    from coral_plugins.datasets.quixbugs import QuixBugs
+    from coral_core import plugins
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    data_dir = argv[0] if argv else None
-    problems = label_problems(QuixBugs(data_dir=data_dir).training_examples())
+    options = {"data_dir": argv[0]} if argv else {}
+    problems = label_problems(plugins.build("datasets", "quixbugs", **options)
+                              .training_examples())
     log.info("best shrink: %.1f", best_shrink(problems))
 
 

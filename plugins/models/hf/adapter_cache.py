@@ -1,4 +1,4 @@
-"""The content-addressed adapter cache (SPEC section 9).
+"""The content-addressed adapter cache.
 
 An adapter is stored under `cache_dir/<key>`, where the key is a sha256 over everything
 that decides what training produces: the base model's identity (for a local directory a

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
-from coral_plugins.datasets.fim.canary import SelfTest, check_mode, run_self_test
+from coral_core.fim.canary import SelfTest, check_mode, run_self_test
 
 from .loading import (
     adapter_base, chat_template_file, check_config, clean, load_model, load_tokenizer,
@@ -66,6 +66,14 @@ class HFModel:
     """
 
     supports_adapters = True  # a request's `adapter` is a peft LoRA/DoRA directory
+
+    @staticmethod
+    def train_adapter(*args: Any, **kwargs: Any) -> str:
+        """Trains a peft adapter (or finds it in the cache): `adapters.train_adapter`,
+        reached by a search through the model's registry entry, never by import."""
+        from .adapters import train_adapter
+
+        return str(train_adapter(*args, **kwargs))
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ adapter learns on exactly the text it will be prompted with:
   since joining turns into text would be a prompt format the model never saw.
 - a prefix/suffix pair (infilling): the model family's FIM template (`fim_template` option,
   else detected from the tokenizer's special tokens; see
-  `coral_plugins.datasets.fim.templates`), whose sentinels must be single special tokens
+  `coral_core.fim.templates`), whose sentinels must be single special tokens
   of the tokenizer (checked once, refused in one line otherwise).
 
 A chat template is a Jinja program that comes with the model, from the internet. Jinja's
@@ -42,6 +42,10 @@ from coral_core.types import Message, Prompt
 
 _FRAME = 4  # bytes of the big-endian length before each message between the processes
 STARTUP_SECONDS = 120  # for the helper's imports, on a loaded machine
+# Address space the template helper may add to what it starts with. Deliberately not
+# `execution.memory_mb`, the limit of a scored candidate: the helper renders the model's own
+# chat template (model input, not candidate code), on top of the transformers it imports.
+TEMPLATE_MEMORY_BYTES = 1 << 30
 
 
 def wants_chat_template(tokenizer: Any, option: bool | None) -> bool:
@@ -68,7 +72,7 @@ def resolve_fim(tokenizer: Any, option: str | None, model: str = "hf") -> Any:
     """The FIM template for this tokenizer and the ids of its stop tokens, or (None, set())
     when the tokenizer has no known family's tokens and no `fim_template` was given.
     A template whose sentinels are not single special tokens is refused in one line."""
-    from coral_plugins.datasets.fim.templates import (
+    from coral_core.fim.templates import (
         check_sentinels, detect_family, template_for)
     name = option or detect_family(tokenizer)
     if not name:
@@ -125,7 +129,7 @@ class TemplateLimits:
 
     timeout: float = 10.0  # seconds per rendering (the helper is killed after it)
     max_chars: int = 4_000_000  # characters of rendered text
-    memory_bytes: int = 1 << 30  # address space the helper may add to what it starts with
+    memory_bytes: int = TEMPLATE_MEMORY_BYTES
 
 
 class ChatTemplate:
@@ -294,7 +298,7 @@ def serve_templates() -> None:
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    extra = int(os.environ.get("CORAL_TEMPLATE_MEMORY", str(1 << 30)))
+    extra = int(os.environ.get("CORAL_TEMPLATE_MEMORY", str(TEMPLATE_MEMORY_BYTES)))
     with open("/proc/self/statm") as statm:
         current = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     resource.setrlimit(resource.RLIMIT_AS, (current + extra, current + extra))

@@ -21,6 +21,11 @@ def create_model(target: str, **options: Any):
     return create(target, **options)
 
 
+# The sampling knobs a server honours: what a search may vary for this model.
+create_model.sampling_knobs = (  # type: ignore[attr-defined]
+    "temperature", "top_p", "max_new_tokens")
+
+
 def __getattr__(name: str) -> Any:
     """The client's names (OpenAIModel, OpenAIOptions, OpenAIRequestError...), lazily."""
     if name in _SUBMODULES:

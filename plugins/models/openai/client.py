@@ -157,7 +157,7 @@ class OpenAIOptions:
         need(self.fim_template is None or isinstance(self.fim_template, str),
              "fim_template must be a string")
         if self.fim_template:
-            from coral_plugins.datasets.fim.templates import template_for
+            from coral_core.fim.templates import template_for
             template_for(self.fim_template)  # an unknown family is refused now
         need(isinstance(self.strip_suffix_echo, bool), "strip_suffix_echo must be true or false")
         need(isinstance(self.extra_body, Mapping), "extra_body must be a table")
@@ -402,7 +402,7 @@ class OpenAIModel:
         }
         stops = list(params.stop)
         if request.prompt.kind == "infill" and self.options.fim_template:
-            from coral_plugins.datasets.fim.templates import template_for
+            from coral_core.fim.templates import template_for
             stops += [s for s in template_for(self.options.fim_template).stops
                       if s not in stops]
         if stops:
@@ -420,7 +420,7 @@ class OpenAIModel:
         endpoint = self._endpoint(prompt)
         if prompt.kind == "infill":
             if self.options.fim_template:
-                from coral_plugins.datasets.fim.templates import template_for
+                from coral_core.fim.templates import template_for
                 template = template_for(self.options.fim_template)
                 return endpoint, {"prompt": template.render(prompt.prefix or "",
                                                             prompt.suffix or "")}

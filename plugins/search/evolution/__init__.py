@@ -28,9 +28,9 @@ def _factory():
 def preset() -> dict:
     """`coral run --plugin evolution`: QuixBugs' held-out test split, the baseline model,
     a small population (flags and a config file override any of it)."""
-    from coral_plugins.datasets.quixbugs import PRESET
+    from coral_core.factories import experiment_preset
 
-    config = copy.deepcopy(PRESET)
+    config = copy.deepcopy(experiment_preset("quixbugs"))
     config["run"] = {**config.get("run", {}), "samples": 10}
     config["search"] = {"strategy": NAME, "options": {"population": 6, "generations": 4}}
     return config
@@ -43,4 +43,4 @@ def coral_register_search_strategies(register):
 
 @hookimpl
 def coral_register_experiments(register):
-    register(NAME, preset())
+    register(NAME, preset)  # called when used: the quixbugs preset is registered by then

@@ -1,4 +1,4 @@
-"""Threshold gates that rise with the generation (seed 000's gates, on a schedule).
+"""Threshold gates that rise with the generation (CORAL-X's gates, on a schedule).
 
 `[search.options] gates = {bugfix = [0.0, 0.5]}` sets, for an objective, the threshold of
 the first and of the last generation; `schedule` (`linear`, `sqrt` or `sigmoid`) says how

@@ -21,12 +21,12 @@ from typing import Any, Mapping, Sequence
 from coral_core.config_schema import (
     INT_BOUND, MAX_VALUES, Invalid, OptionInvalid, check_override, parse_path,
 )
+from coral_core.settings import SAMPLING_KNOBS
 from coral_core.suggest import did_you_mean
-from coral_core.types import AdapterGenes
-from coral_plugins.models.baseline.edits import FAMILIES
+from coral_core.types import AdapterGenes, Tunable
 
 HEAVY = ("rank", "alpha", "dropout", "target_modules", "kind")
-CHEAP = ("temperature", "top_p", "top_k", "repetition_penalty", "max_new_tokens")
+CHEAP = SAMPLING_KNOBS  # the settings table's sampling knobs, in genome order
 ADAPTER_KEY = "model.adapter"
 
 
@@ -96,20 +96,20 @@ DEFAULTS: dict[str, Gene] = {
     "kind": Gene("kind", "intensity", choices=("lora", "dora")),
 }
 
-# The weight-free baseline's own genes: a factor on its learned prior for each edit family
-# (`[model.options] family_weights`), geometric choices around 1 (the prior as learned).
-FAMILY_GENES = tuple(f"{family}_weight" for family in FAMILIES)
+# A model's own genes come from its factory (`tunables`: see `coral_core.types.Tunable`), and
+# so do the sampling knobs it honours (`sampling_knobs`; absent: every one of CHEAP).
 _FEATURES = ("complexity", "intensity", "periodicity", "convergence")
-DEFAULTS.update({
-    gene: Gene(gene, _FEATURES[index % len(_FEATURES)],
-               f"model.options.family_weights.{family}", choices=(0.25, 0.5, 1.0, 2.0, 4.0))
-    for index, (gene, family) in enumerate(zip(FAMILY_GENES, FAMILIES))})
 
-# The knobs each backend honours (others: every sampling knob).
-MODEL_KNOBS = {
-    "baseline": ("temperature", "top_p", "top_k", *FAMILY_GENES),
-    "openai": ("temperature", "top_p", "max_new_tokens"),
-}
+
+def _own_gene(index: int, tunable: Tunable) -> Gene:
+    return Gene(tunable.name, _FEATURES[index % len(_FEATURES)],
+                f"model.options.{tunable.option}", choices=tuple(tunable.choices))
+
+
+def _own_bounds(tunable: Tunable) -> tuple[Any, str]:
+    low, high = tunable.low, tunable.high
+    shown = [int(x) if float(x).is_integer() else x for x in (low, high)]
+    return (lambda v: low <= v <= high), f"numbers in [{shown[0]}, {shown[1]}]"
 
 
 # A gene's bounds, checked before the run: a range holds at most MAX_POINTS grid points
@@ -118,13 +118,12 @@ MODEL_KNOBS = {
 MAX_POINTS = 1_000_000
 MIN_STEP = 1e-6
 # Genes whose key the schema cannot bound are bounded here: heavy genes set no key (LoRA
-# ranks past a model's hidden size mean nothing; dropout is a probability), and the
-# baseline's family weights are factors >= 0 on its prior (a million is "only this family").
+# ranks past a model's hidden size mean nothing; dropout is a probability); a model's own
+# genes are bounded by its factory's `tunables`.
 GENE_BOUNDS: dict[str, tuple[Any, str]] = {
     "rank": (lambda v: isinstance(v, int) and 1 <= v <= 4096, "integers in [1, 4096]"),
     "alpha": (lambda v: 0 < v <= 10_000, "numbers in (0, 10000]"),
     "dropout": (lambda v: 0 <= v < 1, "numbers in [0, 1)"),
-    **{gene: (lambda v: 0 <= v <= 1e6, "numbers in [0, 1000000]") for gene in FAMILY_GENES},
 }
 
 
@@ -141,10 +140,10 @@ def _refuse(name: str, message: str) -> OptionInvalid:
     return OptionInvalid(("search", "options", "genes", name), message)
 
 
-def _fits(base: Gene, label: str, value: Any) -> None:
+def _fits(base: Gene, label: str, value: Any, bounds: Mapping[str, tuple[Any, str]]) -> None:
     """A gene value must fit its bounds and the key it overrides."""
-    if base.name in GENE_BOUNDS:
-        ok, what = GENE_BOUNDS[base.name]
+    if base.name in bounds:
+        ok, what = bounds[base.name]
         if not ok(value):
             raise _refuse(base.name, f"{label}: {value!r} is out of bounds ({what})")
     if base.key is not None:
@@ -168,7 +167,7 @@ def _points(label: str, name: str, low: float, high: float, step: float, integer
                             f"{high}: at most {MAX_POINTS} (use a larger step)")
 
 
-def _gene_from_option(base: Gene, spec: Any) -> Gene:
+def _gene_from_option(base: Gene, spec: Any, bounds: Mapping[str, tuple[Any, str]]) -> Gene:
     name = base.name
     label = f"[search.options.genes] {name}"
     if isinstance(spec, list):
@@ -200,7 +199,7 @@ def _gene_from_option(base: Gene, spec: Any) -> Gene:
             values = [float(v) for v in values]
         values = list(dict.fromkeys(values))
         for value in values:
-            _fits(base, label, value)
+            _fits(base, label, value, bounds)
         return Gene(name, base.feature, base.key, choices=tuple(values),
                     integer=base.integer)
     if isinstance(spec, Mapping):
@@ -218,7 +217,7 @@ def _gene_from_option(base: Gene, spec: Any) -> Gene:
         if base.integer and not all(float(v).is_integer() for v in (low, high, step)):
             raise _refuse(name, f"{label}: low, high and step must be integers")
         for value in (low, high):
-            _fits(base, label, int(value) if base.integer else value)
+            _fits(base, label, int(value) if base.integer else value, bounds)
         _points(label, name, low, high, step, base.integer)
         span = (high - low) / step  # a whole number of steps, at least one unless low == high
         if (abs(span - round(span)) > 1e-9 * max(1.0, span)
@@ -238,26 +237,32 @@ class GeneSpace:
     heavy: bool = False
 
     @classmethod
-    def for_model(cls, backend: str, adapters: bool, options: Mapping[str, Any]) -> "GeneSpace":
-        """The genes a `backend` model honours (heavy genes only when it takes adapters),
-        with the ranges `options` (`[search.options.genes]`) set."""
-        knobs = MODEL_KNOBS.get(backend, CHEAP)
+    def for_model(cls, backend: str, factory: Any, adapters: bool,
+                  options: Mapping[str, Any]) -> "GeneSpace":
+        """The genes a `backend` model honours (its factory's `sampling_knobs` and
+        `tunables`; heavy genes only when it takes adapters), with the ranges `options`
+        (`[search.options.genes]`) set."""
+        tunables: Sequence[Tunable] = getattr(factory, "tunables", ())
+        own = {t.name: _own_gene(index, t) for index, t in enumerate(tunables)}
+        catalogue = {**DEFAULTS, **own}
+        bounds = {**GENE_BOUNDS, **{t.name: _own_bounds(t) for t in tunables}}
+        knobs = (*getattr(factory, "sampling_knobs", CHEAP), *own)
         names = list(knobs) + (list(HEAVY) if adapters else [])
         for name in options:
             if name not in names:
-                if name in DEFAULTS:
+                if name in catalogue:
                     why = ("it takes no adapters" if name in HEAVY
                            else f"it honours only {', '.join(knobs)}")
                     raise _refuse(name, f"[search.options.genes] {name}: model '{backend}' "
                                         f"does not use this gene ({why})")
                 raise _refuse(name, f"[search.options.genes] has an unknown gene '{name}'"
-                                    f"{did_you_mean(name, list(DEFAULTS))} (genes: "
-                                    f"{', '.join(DEFAULTS)})")
+                                    f"{did_you_mean(name, list(catalogue))} (genes: "
+                                    f"{', '.join(catalogue)})")
         genes = []
         for name in names:
-            gene = DEFAULTS[name]
+            gene = catalogue[name]
             if name in options:
-                gene = _gene_from_option(gene, options[name])
+                gene = _gene_from_option(gene, options[name], bounds)
             genes.append(gene)
         return cls(tuple(genes), heavy=adapters)
 

@@ -137,18 +137,19 @@ class EvolutionSearch:
 
         model = config["model"]
         backend, target = parse_model_spec(model["spec"])
-        takes_adapters = bool(getattr(model_entry(model).factory, "supports_adapters", False))
-        heavy = takes_adapters and backend == "hf"
+        factory = model_entry(model).factory
+        train = getattr(factory, "train_adapter", None)
+        heavy = bool(getattr(factory, "supports_adapters", False)) and callable(train)
         if heavy and model["adapter"]:
             raise UserError(f"[model] adapter = {model['adapter']!r}: the evolution search "
                             "chooses each genome's adapter; leave model.adapter unset")
-        self.space = GeneSpace.for_model(backend, heavy, dict(genes or {}))
+        self.space = GeneSpace.for_model(backend, factory, heavy, dict(genes or {}))
         dataset = build_dataset(DatasetBlueprint.of(config))
         self._check_held_out(dataset, config)
         self.trainer: AdapterTrainer | None = None
         if heavy:
             settings = training_options(dict(training or {}), self.seed)
-            self.trainer = AdapterTrainer(target, model["options"], settings,
+            self.trainer = AdapterTrainer(train, target, model["options"], settings,
                                           dataset.training_examples)
             self.trainer.check_targets(self.space.target_modules())
         elif training:

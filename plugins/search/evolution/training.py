@@ -1,6 +1,6 @@
 """The adapters of a generation: one per distinct heavy-gene set, trained once.
 
-`AdapterTrainer.adapter(genes)` calls the hf backend's `train_adapter` (content-addressed
+`AdapterTrainer.adapter(genes)` calls the model factory's `train_adapter` (hf's: content-addressed
 cache: a second genome with the same heavy genes, a later generation, or a resumed run
 finds the adapter there and trains nothing) on the data set's training examples, and says
 what it cost: the training seconds recorded with the adapter, and whether this call
@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from coral_core.config_schema import INT_BOUND, OptionInvalid
 from coral_core.errors import UserError
@@ -93,8 +93,10 @@ def linear_modules(target: str, revision: str | None, trust_remote_code: bool) -
 class AdapterTrainer:
     """Trains (or finds) the adapter for a set of heavy genes on one base model."""
 
-    def __init__(self, target: str, model_options: Mapping[str, Any],
-                 training: Mapping[str, Any], examples_source: Any):
+    def __init__(self, train: Callable[..., Any], target: str,
+                 model_options: Mapping[str, Any], training: Mapping[str, Any],
+                 examples_source: Any):
+        self.train = train  # the model factory's `train_adapter`
         self.target = target
         self.options = dict(model_options)
         self.training = dict(training)
@@ -115,11 +117,9 @@ class AdapterTrainer:
         return self._examples
 
     def adapter(self, genes: AdapterGenes) -> Adapter:
-        from coral_plugins.models.hf.adapters import train_adapter
-
         started = time.time()
         training = self.training
-        path = train_adapter(
+        path = self.train(
             self.target, genes, self.examples(), steps=training["steps"],
             epochs=float(training["epochs"]), learning_rate=float(training["learning_rate"]),
             batch_size=training["batch_size"], max_length=training["max_length"],

@@ -1,5 +1,6 @@
 """`coral mutation run`: how good is a test suite? cosmic-ray's mutants and verdicts, run by
-warm forking workers (see docs/mutation.md)."""
+warm forking workers (see docs/mutation.md); added to `coral` through
+coral_register_commands."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from .command import CONTEXT, CoralCommand, CoralGroup
-from .output import print_json, reserve_stdout
+from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup, print_json, reserve_stdout
 
 app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT,
                   help="Mutation testing with cosmic-ray's mutants and verdicts, fast.")
@@ -56,7 +56,7 @@ def run(
         help="With --executor ray: the cluster to join (default: start a local Ray)."),
 ) -> None:
     """Mutation-test MODULE with TESTS; every verdict is committed as it completes."""
-    from coral_plugins.evaluators.mutation.runner import run_mutation
+    from .campaign import run_mutation
 
     if as_json:
         reserve_stdout()  # the tests under mutation may print: never onto the document

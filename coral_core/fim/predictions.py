@@ -51,7 +51,7 @@ def score_predictions(dataset: Any, tasks: Sequence[Task], predictions: Sequence
                       mode: str = "coral") -> dict[str, Any]:
     """The document `coral evaluate --plugin fim --json` prints: per task its objectives
     (after the data set's extraction, as a run would apply it), and the overall figures."""
-    from coral_plugins.evaluators.fim import score_many
+    from .metrics import score_many
 
     extracted = [dataset.extract_code(task, text) for task, text in zip(tasks, predictions)]
     scored = score_many(extracted, [task.reference for task in tasks],

@@ -1,5 +1,6 @@
 """What each mutant needs: its mutated source (cosmic-ray's `mutate_code`), how it is applied
-(`swap`, `reload` or `exact`, see worker.py), which tests can see it, and its timeouts.
+(`swap`, `reload` or `exact`, as the mutation plugin's worker applies them), which tests
+can see it, and its timeouts.
 
 Tests that the audit hook saw reading the module's file or starting a process (`disk_tests`)
 cannot be run in memory: their coverage is unknown (a subprocess is not traced) and what

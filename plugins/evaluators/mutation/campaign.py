@@ -15,10 +15,11 @@ from pathlib import Path
 from coral_core.errors import UserError
 from coral_core.fileio import read_bytes
 
-from .plan import Plan, make_plans
-from .pool import WorkerDied, WorkerProcess, start_worker
+from coral_core.mutation import skip_requested
+from coral_core.mutation.plan import Plan, make_plans
+from .workers import WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
-from .session import Session, digest
+from coral_core.mutation.session import Session, digest
 
 MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
 
@@ -30,10 +31,6 @@ def _inside(path: Path, project: Path, what: str) -> Path:
     if resolved != project and project not in resolved.parents:
         raise UserError(f"{what} {path} is outside the project folder {project}")
     return resolved
-
-
-def skip_requested() -> bool:
-    return os.environ.get("SKIP_MUTATION", "false").strip().lower() == "true"
 
 
 def _result(plan: Plan, reply: dict | None):

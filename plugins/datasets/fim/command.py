@@ -1,4 +1,5 @@
-"""`coral fim build`: FIM tasks from any directory of source files."""
+"""`coral fim build`: FIM tasks from any directory of source files (added to `coral` through
+coral_register_commands)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from typing import Optional
 
 import typer
 
-from .command import CONTEXT, CoralCommand
-from .output import note
+from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup, note
 
-app = typer.Typer(help="Fill-in-the-middle tasks: build them from your own code.",
-                  no_args_is_help=True, context_settings=CONTEXT)
+app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT,
+                  help="Fill-in-the-middle tasks: build them from your own code.")
 
 
 @app.command("build", cls=CoralCommand)
@@ -25,7 +25,7 @@ def build(
                                            help="python | java (default: python)"),
 ) -> None:
     """Write deterministic FIM tasks (prefix, suffix, groundtruth) built from SRC_DIR."""
-    from coral_plugins.datasets.fim import build as builder
+    from . import build as builder
 
     tasks = builder.build_tasks(src, kind, n, seed, language or "python")
     builder.write_jsonl(tasks, out)

@@ -1,0 +1,79 @@
+"""A command's side of the terminal, for Coral's own commands and plugins' alike: help that
+reads like a Unix tool's (flags without a `<bool>` type, arguments as `RUN_DIR`, not
+`{run_dir}`, `-h` beside `--help`, defaults shown), a note under a table, and --json's one
+document on stdout."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+_document: io.TextIOBase | None = None  # the real stdout, once reserved for the document
+
+
+def _tidy(params: list[Any]) -> list[Any]:
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""  # a flag takes no value: show none
+        elif isinstance(param, TyperArgument) and param.metavar is None:
+            param.metavar = param.name.upper()
+    return params
+
+
+class CoralCommand(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                for piece in super().collect_usage_pieces(ctx)]
+
+
+class CoralGroup(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _tidy(super().get_params(ctx))
+
+
+def reserve_stdout() -> None:
+    """--json promises one JSON document on stdout. From here on, anything else written to
+    file descriptor 1 (a library's print, a C extension, a process started now such as a
+    local Ray's raylet) goes to stderr; print_json writes to the real stdout."""
+    global _document
+    if _document is not None:
+        return
+    sys.stdout.flush()
+    _document = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8")
+    try:
+        os.dup2(2, 1)
+    except OSError:  # stderr closed (2>&-): the strays go nowhere
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    sys.stdout = sys.stderr
+
+
+def print_json(document: Any) -> None:
+    stream = _document or sys.stdout
+    stream.write(json.dumps(document, indent=2) + "\n")
+    stream.flush()
+
+
+def note(text: str, style: str = "") -> None:
+    """A line under a table (plain text in a pipe)."""
+    if stdout.is_terminal:
+        stdout.print(Text(text, style=style), soft_wrap=False)
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
