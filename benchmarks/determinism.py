@@ -15,9 +15,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coral_core.blueprints import ScoringBlueprint
-from coral_core.config import merge, validate
-from coral_core.factories import build_scoring
+from coral_core.config.blueprints import ScoringBlueprint
+from coral_core.config.experiment import merge, validate
+from coral_core.run.factories import build_scoring
 from coral_core.types import Candidate
 from coral_plugins.datasets.quixbugs import PRESET, QuixBugs
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from coral_core.reporting import timeless
+from coral_core.results.reporting import timeless
 
 CORAL = str(Path(sys.executable).with_name("coral"))
 

@@ -27,10 +27,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coral_core.verdicts import judge_case
-from coral_core.blueprints import ScoringBlueprint
-from coral_core.factories import build_scoring
-from coral_core.config import merge
+from coral_core.scoring.verdicts import judge_case
+from coral_core.config.blueprints import ScoringBlueprint
+from coral_core.run.factories import build_scoring
+from coral_core.config.experiment import merge
 from coral_core.sandbox import Job, JobTemplate, Sandbox, SandboxPolicy
 from coral_core.sandbox.policy import bwrap_available, bwrap_command
 from coral_core.types import Candidate

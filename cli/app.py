@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
 
 from coral_core import __version__
 from coral_core.errors import UserError
-from coral_core.tables import printable
+from coral_core.results.grids import printable
 from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup
 
 # Each command module imports what its command runs when it runs: `coral --version` imports
@@ -177,9 +177,9 @@ class _NotRaised(Exception):
 
 
 def _run_interrupted() -> type[Exception]:
-    """coral_core.runner.Interrupted, looked up only when something was raised, so that
+    """coral_core.run.runner.Interrupted, looked up only when something was raised, so that
     the runner is imported by the commands that run, not by `coral --version`."""
-    runner = sys.modules.get("coral_core.runner")
+    runner = sys.modules.get("coral_core.run.runner")
     return getattr(runner, "Interrupted", _NotRaised)
 
 

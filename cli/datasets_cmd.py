@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from coral_core.data import FetchLimits
+from coral_core.data.fetch import FetchLimits
 from coral_core.errors import UserError
-from coral_core.tables import Column, Grid
+from coral_core.results.grids import Column, Grid
 
 from .command import CONTEXT, CoralCommand
 
@@ -27,7 +27,7 @@ def list_datasets(
     json_output: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
     """Registered data sets, their splits, and where their data is found."""
-    from coral_core.catalog import data_label, dataset_rows
+    from coral_core.data.catalog import data_label, dataset_rows
 
     from .output import print_json, show
 
@@ -60,7 +60,7 @@ def show_dataset(
 ) -> None:
     """A data set's problems: split, number of tests, seen in training."""
     from coral_core import plugins
-    from coral_core.catalog import problem_rows
+    from coral_core.data.catalog import problem_rows
 
     from .output import note, print_json, show
 
@@ -97,7 +97,7 @@ def fetch(
     The download is capped in size and time, and only the files that the pinned content
     digest covers are installed (see docs/datasets.md)."""
     from coral_core import plugins
-    from coral_core.options import accepts
+    from coral_core.config.options import accepts
 
     from .output import note
 

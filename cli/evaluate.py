@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional
 import typer
 
 from coral_core.errors import UserError
-from coral_core.tables import Column, Grid
+from coral_core.results.grids import Column, Grid
 
 
 def evaluate(
@@ -50,12 +50,12 @@ def evaluate(
     json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Score candidate programs, or FIM predictions; exit 0 whether or not they pass."""
-    from coral_core import launch
-    from coral_core.blueprints import DatasetBlueprint, ScoringBlueprint
-    from coral_core.candidate_files import CandidateFile, evaluate_files, files_in
-    from coral_core.factories import build_dataset, build_scoring
-    from coral_core.result_tables import plural, summary_grid
-    from coral_core.samples import read_samples, score_all, write_results
+    from coral_core.config import launch
+    from coral_core.config.blueprints import DatasetBlueprint, ScoringBlueprint
+    from coral_core.scoring.candidate_files import CandidateFile, evaluate_files, files_in
+    from coral_core.run.factories import build_dataset, build_scoring
+    from coral_core.results.summary_tables import plural, summary_grid
+    from coral_core.scoring.samples import read_samples, score_all, write_results
 
     from .output import note, print_json, reserve_stdout, show
 
@@ -133,7 +133,7 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
         raise UserError("--predictions rescores FIM completions (--plugin fim); for whole "
                         "programs use --samples FILE.jsonl")
     from coral_core.fim.predictions import read_predictions, score_predictions
-    from coral_core.result_tables import number
+    from coral_core.results.summary_tables import number
 
     from .output import print_json, show
 
@@ -153,7 +153,7 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
 
 
 def _grid(doc: Mapping[str, Any]) -> Grid:
-    from coral_core.result_tables import number
+    from coral_core.results.summary_tables import number
 
     verdict = "PASSED" if doc["passed"] else "FAILED"
     tests = doc["tests"]

@@ -28,7 +28,7 @@ def export(
                                         help="Only this trial (default: every trial)."),
 ) -> None:
     """Every sample of a run, one row each (see HELP)."""
-    from coral_core.export import FORMATS, sample_rows, write
+    from coral_core.results.export import FORMATS, sample_rows, write
 
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
@@ -56,7 +56,7 @@ def export(
 def _checked(writing: Callable[[], int], run_dir: Path) -> int:
     """The store's rows are checked as they are read; what a row holds inside its JSON (a
     prompt's messages) is checked here, as it is written out."""
-    from coral_core.reporting import SHAPE_ERRORS
+    from coral_core.results.reporting import SHAPE_ERRORS
 
     try:
         return writing()

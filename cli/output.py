@@ -1,5 +1,5 @@
 """Terminal output: rich tables on a terminal, Markdown tables in a file or a pipe, bare
-JSON with --json. Tables are never truncated (see coral_core.tables)."""
+JSON with --json. Tables are never truncated (see coral_core.results.grids)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from coral_core.result_tables import summary_grid, trials_grid
-from coral_core.paired import verdict_text
-from coral_core.search_reports import strategy_report
-from coral_core.tables import Grid, fit, markdown, vertical
+from coral_core.results.summary_tables import summary_grid, trials_grid
+from coral_core.results.paired import verdict_text
+from coral_core.results.search_reports import strategy_report
+from coral_core.results.grids import Grid, fit, markdown, vertical
 # What plugins' commands print with lives in the core; Coral's own commands share it.
 from coral_core.terminal import note, print_json, reserve_stdout, stderr, stdout
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from coral_core.tables import Column, Grid
+from coral_core.results.grids import Column, Grid
 
 from .command import CONTEXT, CoralCommand
 

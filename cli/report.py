@@ -16,8 +16,8 @@ def report(
                                      help="A row for every problem, however many."),
 ) -> None:
     """Per-problem and overall results of a run (read-only: safe beside a live run)."""
-    from coral_core.reporting import SHAPE_ERRORS, load_report
-    from coral_core.result_tables import partial_note
+    from coral_core.results.reporting import SHAPE_ERRORS, load_report
+    from coral_core.results.summary_tables import partial_note
 
     from .output import note, print_json, show_results
 

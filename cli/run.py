@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from coral_core.settings import flag_options  # standard library only: cheap to import
+from coral_core.config.settings import flag_options  # standard library only: cheap to import
 
 log = logging.getLogger("coral")
 
@@ -62,9 +62,9 @@ def run(
         False, "--json", help="Print only the summary JSON on stdout."),
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
-    from coral_core import launch
-    from coral_core.rundir import check_new_run_dir, create_run, default_run_dir, open_run
-    from coral_core.runner import Interrupted, check_run, execute, prepare
+    from coral_core.config import launch
+    from coral_core.run.rundir import check_new_run_dir, create_run, default_run_dir, open_run
+    from coral_core.run.runner import Interrupted, check_run, execute, prepare
 
     from .output import note, print_json, reserve_stdout, show_results
     from .progress import progress_for

@@ -9,10 +9,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from .verdicts import Outcome, judge_case, tally
-from .errors import UserError
-from .sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy, StepResult
-from .types import Candidate, Task
+from coral_core.scoring.verdicts import Outcome, judge_case, tally
+from coral_core.errors import UserError
+from coral_core.sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy, StepResult
+from coral_core.types import Candidate, Task
 
 T = TypeVar("T")
 

@@ -32,11 +32,11 @@ from typing import Any, Callable
 
 import pluggy
 
-from . import hookspecs
-from .errors import UserError
-from .failures import PLUGIN_FAULTS, describe
-from .options import check_call
-from .suggest import did_you_mean, unknown
+from coral_core import hookspecs
+from coral_core.errors import UserError
+from coral_core.failures import PLUGIN_FAULTS, describe
+from coral_core.config.options import check_call
+from coral_core.suggest import did_you_mean, unknown
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from .types import (Candidate, Evaluation, Generation, GenerationRequest, ScoredCandidate, Task,
-                    TrainingExample)
+from coral_core.types import (Candidate, Evaluation, Generation, GenerationRequest,
+                              ScoredCandidate, Task, TrainingExample)
 
 if TYPE_CHECKING:
-    from .blueprints import ModelBlueprint, ScoringBlueprint
-    from .execution import ExecutionContext
+    from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
+    from coral_core.execution import ExecutionContext
 
 
 @runtime_checkable

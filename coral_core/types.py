@@ -11,14 +11,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .program_tests import ExecutionSpec
-from .settings import default  # standard library only: this module stays cheap to import
+from coral_core.scoring.program_tests import ExecutionSpec
+# standard library only: this module stays cheap to import
+from coral_core.config.settings import default
 
 
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample; `seed` makes a request reproducible on backends that honour it. The
-    knobs default to the configuration's defaults (`coral_core.settings`)."""
+    knobs default to the configuration's defaults (`coral_core.config.settings`)."""
 
     temperature: float = default("model.temperature")
     top_p: float = default("model.top_p")

@@ -85,7 +85,7 @@ KITCHEN_SINK = '''
     from coral_core import plugins
     from coral_core.extract import extract_python
     from coral_core.hookspecs import hookimpl
-    from coral_core.program_tests import Case, ExecutionSpec, Expect, Step
+    from coral_core.scoring.program_tests import Case, ExecutionSpec, Expect, Step
     from coral_core.types import Evaluation, Generation, Prompt, Success, Task
 
     PROBLEMS = {"double": [(1, 2), (4, 8), (-3, -6)], "square": [(2, 4), (3, 9), (-1, 1)]}

@@ -121,8 +121,9 @@ def test_a_command_name_that_is_taken_is_an_error(tmp_path, data_dir, name, word
     assert blocked.returncode == 0, blocked.stderr
 
 
-HEAVY = ("coral_core.runner", "coral_core.store", "coral_core.sandbox", "coral_core.launch",
-         "coral_core.rundir", "coral_core.plugins", "pluggy", "matplotlib", "numpy")
+HEAVY = ("coral_core.run.runner", "coral_core.run.store", "coral_core.sandbox",
+         "coral_core.config.launch", "coral_core.run.rundir", "coral_core.plugins", "pluggy",
+         "matplotlib", "numpy")
 
 
 def _imported(args: list[str]) -> tuple[str, list[str]]:
@@ -146,4 +147,4 @@ def test_version_imports_no_plugin_and_no_run_machinery():
 def test_help_lists_plugins_commands_without_the_runner():
     printed, imported = _imported(["--help"])
     assert "fim" in printed and "mutation" in printed
-    assert "coral_core.runner" not in imported and "matplotlib" not in imported
+    assert "coral_core.run.runner" not in imported and "matplotlib" not in imported

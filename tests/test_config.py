@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from coral_core import config as configuration
+from coral_core.config import experiment as configuration
 from coral_core.errors import UserError
 
 

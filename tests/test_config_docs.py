@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from conftest import ROOT
-from coral_core import config as configuration
-from coral_core.config_docs import MEANINGS, reference
-from coral_core.config_schema import SCHEMA
+from coral_core.config import experiment as configuration
+from coral_core.config.reference import MEANINGS, reference
+from coral_core.config.schema import SCHEMA
 
 
 def test_every_key_has_a_meaning():
@@ -19,7 +19,7 @@ def test_every_key_has_a_meaning():
 def test_configuration_md_holds_the_generated_reference_unchanged():
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert reference() in text, ("docs/configuration.md is out of date: regenerate its "
-                                 "reference part with coral_core.config_docs.reference()")
+                                 "reference part with coral_core.config.reference.reference()")
 
 
 def _toml_blocks(path):

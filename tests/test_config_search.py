@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coral_core import config as configuration
+from coral_core.config import experiment as configuration
 from coral_core.errors import UserError
 
 FIXED_KEYS = ["run.samples", "run.seed", "run.out", "search.strategy", "search.budget",

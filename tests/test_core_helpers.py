@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coral_core.atomic import publish_dir, write_text_atomic
+from coral_core.files.atomic import publish_dir, write_text_atomic
 from coral_core.seeds import derive_seed, sample_seed
 from coral_core.stops import cut_at_stop
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import coral_env, run_coral
-from coral_core import launch
+from coral_core.config import launch
 
 
 def _flags(**given):

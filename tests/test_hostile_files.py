@@ -322,7 +322,7 @@ def test_a_lone_surrogate_in_a_completion_is_kept_in_the_results(tmp_path, env):
 
 
 def test_one_data_sets_fetch_leaves_anothers_scratch_alone(tmp_path):
-    from coral_core.data import _remove_stale
+    from coral_core.data.fetch import _remove_stale
 
     (tmp_path / ".humaneval-infilling.scratch-live").mkdir()
     (tmp_path / ".humaneval.scratch-dead").mkdir()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-from coral_core.intervals import bootstrap, summary_intervals
-from coral_core.metrics import summarize
-from coral_core.store import ScoreRecord, TaskRecord
+from coral_core.results.intervals import bootstrap, summary_intervals
+from coral_core.scoring.metrics import summarize
+from coral_core.run.store import ScoreRecord, TaskRecord
 
 
 def test_bootstrap_is_seeded_and_brackets_the_mean():

@@ -7,8 +7,8 @@ from math import comb
 
 import pytest
 
-from coral_core.metrics import pass_at_k, summarize
-from coral_core.store import ScoreRecord, TaskRecord
+from coral_core.scoring.metrics import pass_at_k, summarize
+from coral_core.run.store import ScoreRecord, TaskRecord
 
 
 @pytest.mark.parametrize("n, c", [(1, 0), (1, 1), (5, 0), (5, 2), (10, 3), (10, 10), (50, 1)])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coral_core.verdicts import judge_case
+from coral_core.scoring.verdicts import judge_case
 from coral_core.errors import UserError
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_core.types import GenerationRequest, Message, Prompt, SamplingParams, TrainingExample

@@ -8,7 +8,7 @@ import pytest
 
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
-from coral_core.scoring import Scorer, weighted_fitness
+from coral_core.scoring.scorer import Scorer, weighted_fitness
 from coral_core.types import Candidate
 from coral_plugins.datasets.quixbugs import QuixBugs
 from coral_plugins.evaluators.runtime import RuntimeEvaluator, runtime_score

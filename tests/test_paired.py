@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coral_core.heatmap import grid_of, write_heatmap
-from coral_core.paired import compare, runner_up_comparison, task_value, verdict_text
-from coral_core.store import TrialRecord
+from coral_core.results.heatmap import grid_of, write_heatmap
+from coral_core.results.paired import compare, runner_up_comparison, task_value, verdict_text
+from coral_core.run.store import TrialRecord
 
 
 def _result(values: list[float], name: str = "em") -> dict:
@@ -20,7 +20,7 @@ def _trial(number: int, values: list[float]) -> TrialRecord:
 
 
 def test_a_value_that_is_not_finite_never_ranks():
-    from coral_core.runner import rank_value
+    from coral_core.run.runner import rank_value
     assert rank_value({"objectives": {"em": float("nan")}}, "em") is None
     assert rank_value({"objectives": {"em": 0.5}}, "em") == 0.5
     problem = {"problem": "t", "n": 1, "objectives": {"em": float("inf")}}

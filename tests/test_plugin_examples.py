@@ -12,7 +12,11 @@ import sys
 import pytest
 
 from conftest import ROOT, coral_env, run_coral
-from coral_core import program_tests, rundir, scoring, store, types
+from coral_core import types
+from coral_core.scoring import program_tests
+from coral_core.run import rundir
+from coral_core.scoring import scorer as scoring
+from coral_core.run import store
 
 DOCS = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
 PUBLIC = (types.Prompt, types.Message, types.Task, types.Success, types.TrainingExample,

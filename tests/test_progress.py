@@ -8,13 +8,13 @@ from concurrent.futures import Future
 
 from conftest import coral_env, run_coral
 from coral_cli.progress import PlainProgress, RichProgress
-from coral_core import config as configuration
-from coral_core.factories import experiment_preset
-from coral_core.rundir import RunInfo
-from coral_core.runner import Planner
+from coral_core.config import experiment as configuration
+from coral_core.run.factories import experiment_preset
+from coral_core.run.rundir import RunInfo
+from coral_core.run.runner import Planner
 from coral_core.types import ScoredCandidate
-from coral_core.store import RunStore
-from coral_core.trial import TrialRun
+from coral_core.run.store import RunStore
+from coral_core.run.trial import TrialRun
 from coral_core.types import Generation
 
 

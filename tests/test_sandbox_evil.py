@@ -72,10 +72,10 @@ from typing import Any, Callable
 
 import pytest
 
-from coral_core.verdicts import Outcome, judge_case
+from coral_core.scoring.verdicts import Outcome, judge_case
 from coral_core.sandbox import ExecutionResult, Job, Opaque, Sandbox, SandboxPolicy
 from coral_core.sandbox.policy import WORKER_FILE, bwrap_available
-from coral_core.program_tests import ExecutionSpec
+from coral_core.scoring.program_tests import ExecutionSpec
 from coral_core.types import Task
 from coral_plugins.datasets.quixbugs import QuixBugs
 

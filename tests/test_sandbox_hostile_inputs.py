@@ -16,11 +16,11 @@ import math
 import pytest
 
 from coral_core.execution import ExecutionContext
-from coral_core.program_tests import Expect
+from coral_core.scoring.program_tests import Expect
 from coral_core.sandbox import Sandbox, SandboxPolicy, StepResult
-from coral_core.scoring import Scorer
+from coral_core.scoring.scorer import Scorer
 from coral_core.types import Candidate
-from coral_core.verdicts import Outcome, judge_case
+from coral_core.scoring.verdicts import Outcome, judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
 from coral_plugins.evaluators.runtime import RuntimeEvaluator
 from coral_plugins.evaluators.security import SecurityEvaluator
@@ -147,7 +147,7 @@ def test_comparisons_of_deep_or_odd_values_never_raise():
 
 
 def _case(expect: Expect):
-    from coral_core.program_tests import Case, Step
+    from coral_core.scoring.program_tests import Case, Step
 
     return Case("t", Step("f", ()), (expect,))
 

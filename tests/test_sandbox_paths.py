@@ -17,7 +17,7 @@ from coral_core.sandbox.policy import bwrap_available
 SCRIPT = """
 import json, sys
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
-from coral_core.verdicts import judge_case
+from coral_core.scoring.verdicts import judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
 task = QuixBugs(data_dir=sys.argv[1]).task("gcd")
 policy = SandboxPolicy(isolation="bwrap")

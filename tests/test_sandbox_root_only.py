@@ -27,7 +27,7 @@ from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy, analysis
 from coral_core.sandbox.analysis import AnalysisFailed
 from coral_core.types import Candidate
-from coral_core.verdicts import judge_case
+from coral_core.scoring.verdicts import judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
 from coral_plugins.evaluators.security import SecurityEvaluator
 from coral_plugins.evaluators.style import StyleEvaluator
@@ -66,7 +66,7 @@ logging.getLogger().addHandler(Keep())
 import coral_core
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
-from coral_core.verdicts import judge_case
+from coral_core.scoring.verdicts import judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
 from test_sandbox_root_only import analyse
 task = QuixBugs(data_dir=data).task("gcd")

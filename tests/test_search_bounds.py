@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import coral_env, gene_space
-from coral_core.config_schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
+from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.errors import UserError
-from coral_core.runner import _check_proposals
+from coral_core.run.runner import _check_proposals
 from coral_plugins.search import grid as grid_module
 from coral_plugins.search import random as random_module
 from coral_plugins.search.evolution.training import training_options

@@ -1,4 +1,4 @@
-"""Each configuration key is declared once, in `coral_core.settings.SETTINGS`: the schema,
+"""Each configuration key is declared once, in `coral_core.config.settings.SETTINGS`: the schema,
 the defaults, the reference's meanings, the `coral run` flags and their help, the keys a
 blueprint leaves to each request, the search's sampling knobs and the defaults of the value
 types all derive from it, and no second literal default is written in the places one used
@@ -17,10 +17,15 @@ import pytest
 import typer
 
 from conftest import ROOT
-from coral_core import blueprints, config, config_docs, config_schema, launch, settings
+from coral_core.config import blueprints
+from coral_core.config import experiment as config
+from coral_core.config import reference as config_docs
+from coral_core.config import schema as config_schema
+from coral_core.config import launch
+from coral_core.config import settings
 from coral_core.errors import UserError
 from coral_core.sandbox.policy import SandboxPolicy
-from coral_core.settings import SETTINGS, Range, default, flag_help
+from coral_core.config.settings import SETTINGS, Range, default, flag_help
 from coral_core.types import SamplingParams
 
 SOURCES = ("coral_core", "cli", "plugins")
@@ -44,7 +49,7 @@ ALIASES = {("SandboxPolicy", "timeout"): "execution.test_timeout"}
 
 # Second definitions still in place, each with why (outside the files of the change that
 # made the table), by qualified name and field: remove an entry by making its default read
-# `coral_core.settings`.
+# `coral_core.config.settings`.
 KNOWN = {
     ("ExecutionContext.__init__", "timeout_floor"):
         "ExecutionContext's own default (coral_core/execution.py)",
@@ -220,7 +225,7 @@ def _files():
 
 
 def second_definitions(files=None) -> list[str]:
-    """Where a setting's default is written again, outside `coral_core/settings.py`."""
+    """Where a setting's default is written again, outside `coral_core/config/settings.py`."""
     by_key: dict[str, list] = {}
     for item in SETTINGS:
         by_key.setdefault(item.key, []).append(item)
@@ -298,7 +303,7 @@ def test_the_scan_finds_a_default_written_again(tmp_path, source, found):
 
 def test_the_scan_leaves_derived_values_and_other_numbers_alone(tmp_path):
     path = tmp_path / "example.py"
-    path.write_text("from coral_core.settings import default\n\n\nclass SamplingParams:\n"
+    path.write_text("from coral_core.config.settings import default\n\n\nclass SamplingParams:\n"
                     "    temperature: float = default('model.temperature')\n"
                     "    top_k: int = default('model.top_k')\n\n\n"
                     "def build(memory_mb=2048, temperature=0.0, seed=0):\n    pass\n")

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from conftest import coral_env, run_coral
-from coral_core.result_tables import percent, summary_grid
-from coral_core.tables import Column, Grid, boxed_width, fit, markdown
+from coral_core.results.summary_tables import percent, summary_grid
+from coral_core.results.grids import Column, Grid, boxed_width, fit, markdown
 from plugin_kit import echo_model_distribution
 
 WIDTHS = (60, 80, 120, 200)
@@ -157,7 +157,7 @@ def test_hundreds_of_problems_show_the_aggregate_unless_asked():
 
 
 def test_trial_overrides_read_as_a_person_writes_them():
-    from coral_core.result_tables import short_overrides
+    from coral_core.results.summary_tables import short_overrides
 
     assert short_overrides({"model.temperature": 0.8599796663725433,
                             "model.max_new_tokens": 64}) == "temperature=0.86, max_new_tokens=64"

@@ -15,14 +15,14 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
-from ..errors import UserError
-from ..failures import PLUGIN_FAULTS, describe
-from ..blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
-from ..factories import Scoring, build_dataset, build_model, build_scoring
-from ..hookspecs import hookimpl
-from ..protocols import Dataset, Model
-from ..scoring import failed_candidate
-from ..types import Candidate, Generation, GenerationRequest, ScoredCandidate, Task
+from coral_core.errors import UserError
+from coral_core.failures import PLUGIN_FAULTS, describe
+from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
+from coral_core.run.factories import Scoring, build_dataset, build_model, build_scoring
+from coral_core.hookspecs import hookimpl
+from coral_core.protocols import Dataset, Model
+from coral_core.scoring.scorer import failed_candidate
+from coral_core.types import Candidate, Generation, GenerationRequest, ScoredCandidate, Task
 
 log = logging.getLogger(__name__)
 

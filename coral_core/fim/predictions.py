@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from coral_core.decoding import jsonl_file as json_lines
+from coral_core.files.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 from coral_core.types import Task
@@ -51,7 +51,7 @@ def score_predictions(dataset: Any, tasks: Sequence[Task], predictions: Sequence
                       mode: str = "coral") -> dict[str, Any]:
     """The document `coral evaluate --plugin fim --json` prints: per task its objectives
     (after the data set's extraction, as a run would apply it), and the overall figures."""
-    from .metrics import score_many
+    from coral_core.fim.metrics import score_many
 
     extracted = [dataset.extract_code(task, text) for task, text in zip(tasks, predictions)]
     scored = score_many(extracted, [task.reference for task in tasks],

@@ -20,7 +20,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from coral_core.decoding import json_value
+from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 
 TABLES = """

@@ -30,10 +30,10 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from ..errors import UserError
-from .inside.limits import CPU_SECONDS, MAX_SOURCE
-from .policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy, bwrap_command,
-                     scrubbed_environment, worker_launcher)
+from coral_core.errors import UserError
+from coral_core.sandbox.inside.limits import CPU_SECONDS, MAX_SOURCE
+from coral_core.sandbox.policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy,
+                                       bwrap_command, scrubbed_environment, worker_launcher)
 
 START_SECONDS = 120.0  # importing flake8 and bandit on a loaded machine
 ANSWER_SECONDS = 3 * CPU_SECONDS + 30.0  # wall time for a request whose CPU time is capped

@@ -8,9 +8,9 @@ import atexit
 import threading
 from typing import Any
 
-from .analysis import Analyzer
-from .policy import SandboxPolicy
-from .pool import Sandbox
+from coral_core.sandbox.analysis import Analyzer
+from coral_core.sandbox.policy import SandboxPolicy
+from coral_core.sandbox.pool import Sandbox
 
 _DEFAULT: list[Any] = []
 _DEFAULT_LOCK = threading.Lock()

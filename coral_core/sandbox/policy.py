@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..settings import default  # host side: the code under inside/ imports no coral_core
+# host side: the code under inside/ imports no coral_core
+from coral_core.config.settings import default
 
 WORKER_DIR = Path(__file__).with_name("inside")  # what runs inside: standard library only
 WORKER_FILE = WORKER_DIR / "worker.py"

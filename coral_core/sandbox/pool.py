@@ -25,14 +25,15 @@ import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from .analysis import Analyzer
-from .cgroups import SlotCgroup, slot_name
-from .inside.limits import WALL_FACTOR
-from .notices import warn_once
-from .policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy, bwrap_available,
-                     bwrap_command, scrubbed_environment, worker_launcher)
-from .results import Assembly, ExecutionResult, ProtocolError, StepResult
-from .wire import Job, JobTemplate, Pipes, WorkerGone
+from coral_core.sandbox.analysis import Analyzer
+from coral_core.sandbox.cgroups import SlotCgroup, slot_name
+from coral_core.sandbox.inside.limits import WALL_FACTOR
+from coral_core.sandbox.notices import warn_once
+from coral_core.sandbox.policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy,
+                                       bwrap_available, bwrap_command, scrubbed_environment,
+                                       worker_launcher)
+from coral_core.sandbox.results import Assembly, ExecutionResult, ProtocolError, StepResult
+from coral_core.sandbox.wire import Job, JobTemplate, Pipes, WorkerGone
 
 log = logging.getLogger(__name__)
 
@@ -314,7 +315,7 @@ class Sandbox:
         if ok:
             return True
         if self.policy.isolation == "bwrap" or os.environ.get("CORAL_REQUIRE_BWRAP") == "1":
-            from ..errors import UserError
+            from coral_core.errors import UserError
 
             raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
         if os.geteuid() != 0:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .decode import DecodeError, decode_record
+from coral_core.sandbox.decode import DecodeError, decode_record
 
 DETAIL_CHARS = 300
 

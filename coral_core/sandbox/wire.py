@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..program_tests import ExecutionSpec
-from .policy import SandboxPolicy
+from coral_core.scoring.program_tests import ExecutionSpec
+from coral_core.sandbox.policy import SandboxPolicy
 
 FRAME_HEAD = 5  # kind byte, 4-byte big-endian length
 PRIVATE_BLOCK = 1 << 16  # a hosted job's private part is padded to a multiple of this

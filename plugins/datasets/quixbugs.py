@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from coral_core.data import FetchLimits, fetch_pinned, find_dataset_dir
+from coral_core.data.fetch import FetchLimits, fetch_pinned, find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.extract import extract_python
 from coral_core.hookspecs import hookimpl
-from coral_core.program_tests import ExecutionSpec
+from coral_core.scoring.program_tests import ExecutionSpec
 from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task, TrainingExample
 
@@ -27,7 +27,7 @@ NAME = "quixbugs"
 COMMIT = "4257f44b0ff1181dedaedee6a447e133219fcebf"
 ARCHIVE_URL = f"https://github.com/jkoppel/QuixBugs/archive/{COMMIT}.tar.gz"
 FOLDERS = ("python_programs", "correct_python_programs", "json_testcases", "python_testcases")
-# sha256 over the files of FOLDERS at COMMIT (see coral_core.data.tree_digest)
+# sha256 over the files of FOLDERS at COMMIT (see coral_core.data.fetch.tree_digest)
 CONTENT_DIGEST = "b2350018b420c95ad0a0395cc478cf1d9e9285488f75d666fa9fd9a6f7877603"
 
 TRAIN = (
@@ -183,7 +183,7 @@ class QuixBugs:
     @staticmethod
     def fetch(force: bool = False, timeout: float | None = None) -> Path:
         """Download the pinned upstream archive into the user cache (see
-        `coral_core.data.fetch_pinned` for what is checked and bounded); `timeout` is the
+        `coral_core.data.fetch.fetch_pinned` for what is checked and bounded); `timeout` is the
         deadline of the whole download in seconds."""
         url = os.environ.get("CORAL_QUIXBUGS_URL", ARCHIVE_URL)
         limits = FetchLimits() if timeout is None else FetchLimits(deadline=timeout)

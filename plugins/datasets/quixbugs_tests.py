@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from coral_core.decoding import json_value
-from coral_core.fileio import read_text
-from coral_core.program_tests import Case, Expect, Step
+from coral_core.files.decoding import json_value
+from coral_core.files.fileio import read_text
+from coral_core.scoring.program_tests import Case, Expect, Step
 
 RECORD = "__coral_record__"
 

@@ -13,7 +13,7 @@ import math
 import random
 from typing import Any, Mapping, Sequence
 
-from coral_core.config_schema import MAX_BATCH, MAX_TRIALS, MAX_VALUES, OptionInvalid
+from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, MAX_VALUES, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.hookspecs import hookimpl
 

@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from coral_core.data import cache_root
-from coral_core.decoding import jsonl_file as json_lines
+from coral_core.data.fetch import cache_root
+from coral_core.files.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
-from coral_core.fileio import is_regular
+from coral_core.files.fileio import is_regular
 from coral_core.hookspecs import hookimpl
 from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task

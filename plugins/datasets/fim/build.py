@@ -19,9 +19,9 @@ import stat
 import sysconfig
 from pathlib import Path
 
-from coral_core.atomic import write_text_atomic
+from coral_core.files.atomic import write_text_atomic
 from coral_core.errors import UserError
-from coral_core.fileio import read_text
+from coral_core.files.fileio import read_text
 
 KINDS = ("line", "multiline", "span")
 EXTENSIONS = {"python": (".py",), "java": (".java",)}

@@ -1,6 +1,6 @@
 """Downloading HumanEval and HumanEval-Infilling: the upstream repositories' archives at
 the commits PROVENANCE.md names, checked against a digest of the data files Coral reads
-(`coral_core.data.fetch_pinned`: bounded in size and time, installed atomically)."""
+(`coral_core.data.fetch.fetch_pinned`: bounded in size and time, installed atomically)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from coral_core.data import FetchLimits, fetch_pinned
+from coral_core.data.fetch import FetchLimits, fetch_pinned
 
 
 @dataclass(frozen=True)
 class Pinned:
     """One upstream archive: where, which files, and their content digest (sha256 over
-    each file's path and sha256, coral_core.data.tree_digest's recipe)."""
+    each file's path and sha256, coral_core.data.fetch.tree_digest's recipe)."""
 
     name: str
     url: str

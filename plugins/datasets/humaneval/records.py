@@ -15,9 +15,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from coral_core.decoding import json_value, jsonl_lines
+from coral_core.files.decoding import json_value, jsonl_lines
 from coral_core.errors import UserError
-from coral_core.fileio import DATA_BYTES, read_bytes
+from coral_core.files.fileio import DATA_BYTES, read_bytes
 
 REQUIRED = ("task_id", "prompt", "test", "entry_point")
 OPTIONAL = ("canonical_solution", "suffix")

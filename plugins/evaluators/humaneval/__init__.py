@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from coral_core.config_schema import DAY
+from coral_core.config.schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core.hosted import source_of
-from coral_core.program_tests import Case, ExecutionSpec, Step
+from coral_core.scoring.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import ExecutionResult, JobTemplate, Sandbox
 
 from .plan import Plan

@@ -13,7 +13,7 @@ import tokenize
 from pathlib import Path
 
 from coral_core.errors import UserError
-from coral_core.fileio import read_bytes
+from coral_core.files.fileio import read_bytes
 
 from coral_core.mutation import skip_requested
 from coral_core.mutation.plan import Plan, make_plans

@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from coral_core.config_schema import DAY
+from coral_core.config.schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.mutation import skip_requested

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from coral_core.hosted import source_of
-from coral_core.program_tests import Case, ExecutionSpec, Step
+from coral_core.scoring.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
 
 INSIDE = Path(__file__).with_name("inside")

@@ -8,9 +8,9 @@ import os
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from coral_core.blueprints import ModelBlueprint, ScoringBlueprint
+from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.executors.local import LocalExecutor
-from coral_core.scoring import ScoredCandidate
+from coral_core.scoring.scorer import ScoredCandidate
 from coral_core.types import Generation, GenerationRequest, Task
 
 

@@ -28,10 +28,10 @@ from concurrent.futures import FIRST_EXCEPTION, Future, InvalidStateError, wait
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from coral_core.blueprints import ModelBlueprint, ScoringBlueprint
+from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.errors import UserError
 from coral_core.executors.ray_cluster import connect, import_ray
-from coral_core.scoring import ScoredCandidate
+from coral_core.scoring.scorer import ScoredCandidate
 from coral_core.types import Generation, GenerationRequest, Task
 
 from .actors import EvaluationWorker, GenerationWorker
@@ -229,6 +229,9 @@ class RayExecutor:
         future: Future = Future()
         call = _Call(ref, future, member, doing, phase, time.monotonic())
         with self._lock:
+            if self._closed:  # closed while it was being submitted: nobody will settle it
+                future.set_exception(RuntimeError("the Ray executor is closed"))
+                return future
             if not self._calls:  # the stall clock runs only while something is awaited
                 self._progress_at = call.started
             self._calls[future] = call
@@ -273,6 +276,8 @@ class RayExecutor:
         by the watchdog, which settles every tracked call."""
         pending = list(futures)
         while True:
+            if self._stop.is_set() and not all(f.done() for f in pending):
+                raise RuntimeError("the Ray executor is closed")
             done, pending_set = wait(pending, timeout=TICK_SECONDS,
                                      return_when=FIRST_EXCEPTION)
             for future in done:
@@ -459,18 +464,25 @@ class RayExecutor:
             raise
         return self._track(member, ref, "scoring", "evaluate")
 
-    def cancel(self) -> None:
-        """Ctrl-C: kill the actors (their sandboxes die with them) and return at once."""
-        self._stop.set()
+    def _abandon(self, why: str) -> None:
+        """Settle every call still in flight with `why`: once the watchdog stops, nothing
+        else would, and a thread waiting on one (a generation helper) would hold the
+        interpreter's exit (Ray retries a call on an actor killed at close)."""
         with self._lock:
             self._closed = True
             pending, self._calls = list(self._calls.values()), {}
-            members = self._generators + self._evaluators
         for call in pending:
             try:
-                call.future.set_exception(RuntimeError("cancelled"))
+                call.future.set_exception(RuntimeError(why))
             except InvalidStateError:
                 pass
+
+    def cancel(self) -> None:
+        """Ctrl-C: kill the actors (their sandboxes die with them) and return at once."""
+        self._stop.set()
+        self._abandon("cancelled")
+        with self._lock:
+            members = self._generators + self._evaluators
         for member in members:
             try:
                 self.ray.kill(member.actor, no_restart=True)
@@ -483,8 +495,8 @@ class RayExecutor:
 
     def close(self) -> None:
         self._stop.set()
+        self._abandon("the Ray executor is closed")  # the run is over: none is awaited
         with self._starting, self._lock:
-            self._closed = True
             members, self._generators, self._evaluators = (
                 self._generators + self._evaluators, [], [])
             answering = [m for m in members if m not in self._wedged]

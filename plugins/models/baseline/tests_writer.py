@@ -21,7 +21,7 @@ import time
 from typing import Any, Sequence
 
 from coral_core.errors import UserError
-from coral_core.program_tests import Case, ExecutionSpec, Step
+from coral_core.scoring.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
 from coral_core.seeds import sample_seed
 from coral_core.stops import cut_at_stop

@@ -6,7 +6,7 @@ digest of its config, tokenizer and weight files; for a hub id its resolved comm
 heavy genes, a digest of the training data as rendered by its data set (each example's
 prompt digest and answer), the training hyperparameters (with the version of the
 rendering) and the seed. Entries are written to a temporary directory and renamed into
-place (`coral_core.atomic.publish_dir`), so a reader sees a complete adapter or none; a
+place (`coral_core.files.atomic.publish_dir`), so a reader sees a complete adapter or none; a
 lock file keeps two processes from training the same key at once.
 """
 
@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from coral_core.data import cache_root
+from coral_core.data.fetch import cache_root
 from coral_core.errors import UserError
-from coral_core.fileio import open_plain
+from coral_core.files.fileio import open_plain
 from coral_core.types import AdapterGenes, TrainingExample
 
 from .loading import OFFLINE_HINT, ModelSource

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from coral_core.errors import UserError
 from coral_core.types import AdapterGenes, TrainingExample
 
-from coral_core.atomic import publish_dir
+from coral_core.files.atomic import publish_dir
 
 from .adapter_cache import (
     cached_adapter, data_digest, default_cache_dir, key_components, key_digest, key_lock,

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
-from coral_core.decoding import DecodeError, json_value
+from coral_core.files.decoding import DecodeError, json_value
 from coral_core.errors import UserError
-from coral_core.fileio import read_bytes
+from coral_core.files.fileio import read_bytes
 
 if TYPE_CHECKING:
     import torch

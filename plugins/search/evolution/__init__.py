@@ -28,7 +28,7 @@ def _factory():
 def preset() -> dict:
     """`coral run --plugin evolution`: QuixBugs' held-out test split, the baseline model,
     a small population (flags and a config file override any of it)."""
-    from coral_core.factories import experiment_preset
+    from coral_core.run.factories import experiment_preset
 
     config = copy.deepcopy(experiment_preset("quixbugs"))
     config["run"] = {**config.get("run", {}), "samples": 10}

@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from coral_core.config_schema import (
+from coral_core.config.schema import (
     INT_BOUND, MAX_VALUES, Invalid, OptionInvalid, check_override, parse_path,
 )
-from coral_core.settings import SAMPLING_KNOBS
+from coral_core.config.settings import SAMPLING_KNOBS
 from coral_core.suggest import did_you_mean
 from coral_core.types import AdapterGenes, Tunable
 

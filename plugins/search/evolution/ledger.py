@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from coral_core.store import RunStore
+from coral_core.run.store import RunStore
 
 FIELDS = ("samples", "prompt_tokens", "completion_tokens", "generation_seconds",
           "evaluation_seconds")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from coral_core.atomic import write_bytes_with
-from coral_core.plotting import METADATA, pyplot as _pyplot
+from coral_core.files.atomic import write_bytes_with
+from coral_core.results.plotting import METADATA, pyplot as _pyplot
 
 
 def pareto_plot(path: Path, genomes: Sequence[Mapping[str, Any]], front: set[int],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from coral_core.result_tables import short_value
-from coral_core.tables import Column, Grid, markdown
+from coral_core.results.summary_tables import short_value
+from coral_core.results.grids import Column, Grid, markdown
 
 
 def _genes(genes: Mapping[str, Any]) -> str:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from coral_core import plugins
-from coral_core.blueprints import DatasetBlueprint
-from coral_core.config_schema import OptionInvalid
+from coral_core.config.blueprints import DatasetBlueprint
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
-from coral_core.factories import build_dataset, model_entry, parse_model_spec
+from coral_core.run.factories import build_dataset, model_entry, parse_model_spec
 
 from . import ca, ledger
 from .gates import Gates
@@ -176,7 +176,7 @@ class EvolutionSearch:
 
     @staticmethod
     def _check_held_out(dataset: Any, config: Mapping[str, Any]) -> None:
-        from coral_core.runner import select_tasks
+        from coral_core.run.runner import select_tasks
 
         tasks = select_tasks(dataset, config["dataset"])
         seen = [task.id for task in tasks if task.seen_in_training]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from coral_core.config_schema import INT_BOUND, OptionInvalid
+from coral_core.config.schema import INT_BOUND, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.types import AdapterGenes
 

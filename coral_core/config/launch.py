@@ -1,0 +1,195 @@
+"""From command-line flags to a run's resolved configuration: preset < --config file <
+flags, each layer remembering where it came from (so a value found wrong later is
+reported at its file and line), and the checks of what `--resume` may change.
+
+The CLI only collects flags; the rules live here, where they can be tested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from coral_core import plugins
+from coral_core.config import experiment as configuration
+from coral_core.errors import UserError
+from coral_core.run.factories import experiment_preset, parse_model_spec
+from coral_core.config.options import parse_assignments
+from coral_core.config.settings import BY_FLAG, SETTINGS, Range
+
+# Flags that set a plugin's option, not a key of the settings table: flag -> (path, the
+# least value it takes or None). The evolution strategy's (`coral run`), and the data set
+# file and FIM cut of `coral evaluate`.
+OPTION_FLAGS: dict[str, tuple[tuple[str, ...], int | None]] = {
+    "population": (("search", "options", "population"), 2),
+    "generations": (("search", "options", "generations"), 1),
+    "data": (("dataset", "options", "path"), None),
+    "extract": (("dataset", "options", "extract"), None),
+}
+# flag -> (section, key), or (section, "options", option) for a plugin's option
+PLACES: dict[str, tuple[str, ...]] = {
+    **{item.flag: (item.section, item.key) for item in SETTINGS if item.flag},
+    **{flag: path for flag, (path, _) in OPTION_FLAGS.items()},
+}
+# Flags that may relocate a resumed run: they change where things are, not what is computed.
+RELOCATING = ("data_dir", "base_url")
+
+
+def flag_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c'] (None stays None)."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _least(flag: str) -> int | None:
+    """The least value an integer flag takes (said as such, before the key's own check):
+    the low end of its key's range, or a plugin option flag's own."""
+    if flag in OPTION_FLAGS:
+        return OPTION_FLAGS[flag][1]
+    item = BY_FLAG.get(flag)
+    if item is not None and item.kind == "int" and isinstance(item.check, Range) \
+            and not item.check.open_low:
+        return int(item.check.low)
+    return None
+
+
+def flag_layer(**flags: Any) -> configuration.Layer:
+    """Command-line flags as a configuration layer (only the ones given)."""
+    for name, value in flags.items():
+        least = _least(name)
+        if value is not None and least is not None and value < least:
+            raise UserError(f"{flag_name(name)} must be at least {least}, got {value}")
+    layer: dict[str, dict[str, Any]] = {}
+    for flag, value in flags.items():
+        if value is None or (flag == "fail_fast" and value is False):
+            continue
+        section, key, *option = PLACES[flag]
+        value = str(value) if isinstance(value, Path) else value
+        if option:
+            layer.setdefault(section, {}).setdefault(key, {})[option[0]] = value
+        else:
+            layer.setdefault(section, {})[key] = value
+    try:
+        return configuration.validate(layer, "command line")
+    except UserError as error:  # name the flag rather than the key it sets
+        text = str(error)
+        for flag, path in PLACES.items():
+            text = text.replace(f"'{'.'.join(path)}'", flag_name(flag))
+        raise UserError(text) from None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A fresh run's configuration, the layers it was merged from, and what the run should
+    say once about how they combined (a preset's search narrowed by the user's settings)."""
+
+    config: dict[str, Any]
+    layers: tuple[Mapping[str, Any], ...]
+    notes: tuple[str, ...] = ()
+
+    def where(self, path: tuple[str, ...]) -> str:
+        return configuration.locate(self.layers, path)
+
+
+def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[str, Any],
+                  model_args: Sequence[str] = (), cwd: Path | None = None) -> Resolved:
+    """preset < file < flags, `--model-arg`s typed by the chosen model's options, paths
+    made absolute against `cwd`: the configuration of `coral run` and `coral evaluate`."""
+    layers: list[Mapping[str, Any]] = []
+    preset = experiment_preset(plugin) if plugin is not None else None
+    if preset is not None:
+        layers.append(preset)
+    if config_file is not None:
+        layers.append(configuration.read_file(config_file))
+    if not layers:
+        raise UserError("give --plugin NAME (an experiment preset) and/or --config FILE")
+    layers.append(flag_layer(**flags))
+    if model_args:
+        spec = configuration.merge(*layers)["model"]["spec"]
+        prefix = parse_model_spec(spec)[0]
+        factory = plugins.registry().get("models", prefix).factory
+        options = parse_assignments(list(model_args), factory, f"model '{prefix}'")
+        layers.append(configuration.validate({"model": {"options": options}},
+                                             "command line"))
+    merged = configuration.merge(*layers)
+    notes = _user_settings_win(merged, preset, layers[1 if preset is not None else 0:])
+    return Resolved(configuration.absolute_paths(merged, cwd or Path.cwd()), tuple(layers),
+                    tuple(notes))
+
+
+def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,
+                       user: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What a user sets explicitly beats a search that would vary it: a key a flag sets
+    leaves every space, a key the file sets leaves the preset's; a file that names another
+    strategy than the preset's, or gives an empty [search] space, drops the preset's space;
+    a grid or random search left with no dimension runs once. Returns the lines that say
+    so (a silent 16-trial grid is a large bill with a real model)."""
+    search = merged["search"]
+    if not search["space"]:
+        return []
+    preset_search = (preset or {}).get("search", {})
+    user_space: dict[str, Any] = {}
+    cleared = False
+    for layer in user:
+        given = layer.get("search", {})
+        if "space" in given:
+            cleared = cleared or not given["space"]
+            user_space = {} if not given["space"] else {**user_space, **given["space"]}
+        if preset_search.get("space") and given.get(
+                "strategy", preset_search.get("strategy")) != preset_search.get("strategy"):
+            cleared = True
+    notes = []
+    if cleared and preset_search.get("space"):
+        notes.append("the preset's search space is dropped (the configuration names its own "
+                     "strategy or an empty space)")
+    space = dict(user_space) if cleared else dict(search["space"])
+    flags = [layer for layer in user if getattr(layer, "origin", "") == "command line"]
+    for key in list(space):
+        setters = flags if key in user_space else user
+        if any(configuration.sets(layer, configuration.parse_path(key)) for layer in setters):
+            del space[key]
+            notes.append(f"{key} is set explicitly, so the {search['strategy']} search "
+                         "does not vary it")
+    search["space"] = space
+    if not space and search["strategy"] in ("grid", "random"):
+        search["strategy"] = "single"
+        notes.append("no search dimension is left: one configuration runs")
+    return notes
+
+
+def refuse_with_resume(given: Mapping[str, Any]) -> None:
+    """--resume continues a run as configured: only relocating flags may come with it."""
+    named = [flag_name(name) for name, value in given.items()
+             if value not in (None, False, [], ()) and name not in RELOCATING]
+    if named:
+        raise UserError("--resume continues a run as it was configured (only --data-dir "
+                        f"and --base-url may relocate it); drop {', '.join(named)}")
+
+
+def relocations(data_dir: Path | None, base_url: str | None, cwd: Path | None = None,
+                ) -> dict[tuple[str, str], str]:
+    """The relocating flags as {(section, key): value}, paths made absolute."""
+    given = {"data_dir": data_dir, "base_url": base_url}
+    layer = flag_layer(**given)
+    layer = configuration.absolute_paths(layer, cwd or Path.cwd()) if layer else layer
+    return {PLACES[n]: layer[PLACES[n][0]][PLACES[n][1]]
+            for n in RELOCATING if given[n] is not None}
+
+
+def dry_run_text(config: Mapping[str, Any], task_ids: Sequence[str]) -> str:
+    """The resolved configuration as TOML, headed by comments (still valid TOML) saying
+    that nothing ran and which tasks a run would do."""
+    shown = ", ".join(task_ids[:20]) + (", ..." if len(task_ids) > 20 else "")
+    header = [
+        "# coral run --dry-run: the resolved configuration (nothing was run or written)",
+        f"# {len(task_ids)} task(s): {shown}",
+        f"# {config['run']['samples']} sample(s) per task, search: "
+        f"{config['search']['strategy']}",
+    ]
+    return "\n".join(header) + "\n\n" + configuration.dump(config)

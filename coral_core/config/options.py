@@ -1,0 +1,180 @@
+"""A plugin factory's options: which it takes, of what type, and reading `--model-arg
+KEY=VALUE` strings into them.
+
+The schema is the factory's signature (a class's `__init__`), or a mapping the factory
+declares as `option_types` ({name: type}); a factory that also takes `**options` accepts
+names it does not list, whose values are read as TOML literals (`4` an integer, `true` a
+boolean, `{a = 1}` a table) and otherwise kept as strings.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from typing import Any, Callable, Mapping
+
+from coral_core.files.decoding import DecodeError, toml_document
+from coral_core.errors import UserError
+from coral_core.suggest import did_you_mean
+
+# Parameters Coral fills itself, never options a user sets.
+INTERNAL = ("dataset", "base_url")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    for evaluate in (True, False):
+        try:
+            return inspect.signature(factory, eval_str=evaluate)
+        except (NameError, TypeError, SyntaxError):
+            continue
+        except ValueError:  # no signature (a builtin)
+            return None
+    return None
+
+
+def option_schema(factory: Callable[..., Any], positional: int = 1,
+                  ) -> tuple[dict[str, Any], bool]:
+    """({option: annotation}, open): the keyword options `factory` takes after its first
+    `positional` arguments, and whether it takes any other name (`**options`)."""
+    declared = getattr(factory, "option_types", None)
+    if isinstance(declared, Mapping):
+        return dict(declared), False
+    signature = _signature(factory)
+    if signature is None:
+        return {}, True
+    schema: dict[str, Any] = {}
+    open_ended = False
+    skipped = 0
+    for parameter in signature.parameters.values():
+        if parameter.kind is parameter.VAR_KEYWORD:
+            open_ended = True
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            continue
+        elif parameter.kind is parameter.POSITIONAL_ONLY or (
+                parameter.kind is parameter.POSITIONAL_OR_KEYWORD and skipped < positional):
+            skipped += 1
+        elif parameter.name not in INTERNAL:
+            schema[parameter.name] = parameter.annotation
+    return schema, open_ended
+
+
+def accepts(factory: Callable[..., Any], parameter: str) -> bool:
+    """Whether `factory` names `parameter` itself (Coral passes `dataset`, `space`, `seed`...
+    only to a factory that asks for it; `**options` does not count)."""
+    signature = _signature(factory)
+    return signature is not None and parameter in signature.parameters
+
+
+def check_call(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> None:
+    """Options `factory` does not take are a user error naming `label` (checked by binding
+    them to its signature; without one, a builtin's, the call itself decides)."""
+    signature = _signature(factory)
+    if signature is None:
+        return
+    try:
+        signature.bind(*args, **options)
+    except TypeError as error:
+        raise UserError(f"bad options for {label}: {error}") from None
+
+
+def takes(factory: Callable[..., Any], name: str) -> bool:
+    """Whether `factory` accepts the keyword `name` (by name, or through **options)."""
+    signature = _signature(factory)
+    if signature is None:
+        return True
+    parameters = signature.parameters.values()
+    return any(p.name == name and p.kind is not p.POSITIONAL_ONLY for p in parameters) or any(
+        p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def unknown_options(factory: Callable[..., Any], names: list[str], label: str,
+                    positional: int = 1) -> str | None:
+    """A one-line complaint about the first name `factory` does not take, or None."""
+    schema, open_ended = option_schema(factory, positional)
+    if open_ended:
+        return None
+    for name in names:
+        if name not in schema:
+            listing = ", ".join(sorted(schema)) or "none"
+            return (f"{label} has no option '{name}'{did_you_mean(name, schema)} "
+                    f"(options: {listing})")
+    return None
+
+
+def _kinds(annotation: Any) -> list[Any]:
+    """The types an annotation allows, None left out; strings ('int | None') read too."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return []
+    if isinstance(annotation, str):
+        names = {"int": int, "float": float, "bool": bool, "str": str, "dict": dict,
+                 "list": list, "tuple": list}
+        found = [names.get(part.strip().split("[")[0]) for part in annotation.split("|")]
+        return [kind for kind in found if kind is not None]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [kind for arg in typing.get_args(annotation) if arg is not type(None)
+                for kind in _kinds(arg)]
+    if origin is not None:
+        return [dict if issubclass(origin, Mapping) else list] if isinstance(origin, type) \
+            else []
+    return [annotation] if isinstance(annotation, type) else []
+
+
+def _literal(text: str) -> Any:
+    """A TOML literal ('4', 'true', '[1, 2]', '{a = 1}'), else the text itself."""
+    try:
+        return toml_document(f"value = {text}", "option")["value"]
+    except DecodeError:
+        return text
+
+
+def coerce(text: str, annotation: Any) -> Any:
+    """`text` read as the annotation says; ValueError names the type wanted."""
+    kinds = _kinds(annotation)
+    if not kinds:
+        return _literal(text)
+    lowered = text.strip().lower()
+    if bool in kinds and lowered in _TRUE + _FALSE:
+        return lowered in _TRUE
+    if int in kinds:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    if float in kinds:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    if str in kinds:
+        return text
+    if dict in kinds or list in kinds:
+        value = _literal(text)
+        if isinstance(value, tuple(k for k in (dict, list) if k in kinds)):
+            return value
+    wanted = " or ".join({bool: "true/false", int: "an integer", float: "a number",
+                          dict: "a TOML table {k = v}", list: "a TOML list [a, b]"}
+                         .get(k, getattr(k, "__name__", str(k))) for k in kinds)
+    raise ValueError(f"takes {wanted}")
+
+
+def parse_assignments(pairs: list[str], factory: Callable[..., Any], label: str,
+                      flag: str = "--model-arg") -> dict[str, Any]:
+    """`KEY=VALUE` strings as typed options for `factory` (a later KEY wins)."""
+    schema, open_ended = option_schema(factory)
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise UserError(f"{flag} needs KEY=VALUE, got '{pair}'")
+        if key not in schema and not open_ended:
+            raise UserError(f"{flag} {pair}: " + (unknown_options(factory, [key], label)
+                                                  or f"{label} has no option '{key}'"))
+        try:
+            options[key] = coerce(text, schema.get(key, inspect.Parameter.empty))
+        except ValueError as error:
+            raise UserError(f"{flag} {pair}: {label} option '{key}' {error}") from None
+    return options

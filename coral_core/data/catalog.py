@@ -1,0 +1,88 @@
+"""What `coral datasets list` and `coral datasets show` tell: the registered data sets,
+where each one's files are found, and a data set's problems with their split and tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from coral_core import plugins
+from coral_core.data.fetch import fetched_dir, find_dataset_dir
+from coral_core.errors import UserError
+from coral_core.run.factories import build_dataset
+from coral_core.config.blueprints import DatasetBlueprint
+from coral_core.suggest import did_you_mean
+
+
+def needs_files(factory: Any) -> bool:
+    """A data set reads files unless its factory says `needs_data = False`."""
+    return bool(getattr(factory, "needs_data", True))
+
+
+def location(name: str, factory: Any, data_dir: Path | None) -> str | None:
+    """Where the data set's files would be read from now ('' when it needs none), or
+    None when they are missing. A data set that reads another's folder says so with
+    `data_name` (testgen reads quixbugs/)."""
+    if not needs_files(factory):
+        return ""
+    try:
+        return str(find_dataset_dir(getattr(factory, "data_name", name), data_dir))
+    except UserError:
+        return None
+
+
+def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:
+    registry = plugins.registry()
+    rows = []
+    for name in registry.names("datasets"):
+        entry = registry.entries["datasets"][name]
+        factory = entry.factory
+        rows.append({
+            "name": name, "plugin": entry.plugin,
+            "splits": list(getattr(factory, "splits", ())),
+            "split_sizes": dict(getattr(factory, "split_sizes", {}) or {}),
+            "description": getattr(factory, "description", ""),
+            "fetchable": callable(getattr(factory, "fetch", None)),
+            "needs_data": needs_files(factory),
+            "cached": fetched_dir(name).is_dir(),
+            "data": location(name, factory, data_dir),
+        })
+    return rows
+
+
+def data_label(row: dict[str, Any]) -> str:
+    if not row["needs_data"]:
+        return "(needs no files)"
+    if row["data"]:
+        return row["data"]
+    missing = "missing: --data-dir DIR or CORAL_DATA_DIR"
+    return missing + (f", or coral datasets fetch {row['name']}" if row["fetchable"] else "")
+
+
+def problem_rows(name: str, split: str | None, data_dir: Path | None) -> list[dict[str, Any]]:
+    """One row per problem of `split` (every split when None: 'all' where the data set
+    has it): id, split, number of tests, seen in training, whether it has a reference."""
+    dataset = build_dataset(DatasetBlueprint.of({"dataset": {
+        "name": name, "options": {}, "data_dir": str(data_dir) if data_dir else ""}}))
+    splits = tuple(dataset.splits)
+    if split is not None and split not in splits:
+        raise UserError(f"unknown split '{split}'{did_you_mean(split, splits)} (data set "
+                        f"'{name}' has {', '.join(splits)})")
+    chosen = [split] if split else (["all"] if "all" in splits else list(splits))
+    rows, seen = [], set()
+    for each in chosen:
+        for task in dataset.tasks(each):
+            if task.id in seen:
+                continue
+            seen.add(task.id)
+            cases = task.execution.cases if task.execution is not None else None
+            counted = task.metadata.get("tests")  # a data set's own count, without cases
+            rows.append({"problem": task.id, "split": task.split,
+                         "tests": len(cases) if cases is not None else
+                         counted if isinstance(counted, int) else None,
+                         "seen_in_training": task.seen_in_training,
+                         "reference": bool(task.reference)
+                         or task.candidate_kind == "completion",
+                         "success": (f"{task.success.objective} >= {task.success.threshold:g}"
+                                     if task.success else None)})
+    return rows

@@ -1,0 +1,196 @@
+"""Building the plugin objects that a configuration or a blueprint names.
+
+Shared by `coral run` (through an executor), `coral evaluate` and the checks that refuse a
+configuration before a run starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from coral_core import plugins
+from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
+from coral_core.config.schema import OptionInvalid
+from coral_core.errors import UserError
+from coral_core.execution import ExecutionContext
+from coral_core.config.options import accepts, check_call, takes, unknown_options
+from coral_core.protocols import Dataset, Executor, Model
+from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.scoring.scorer import Scorer
+from coral_core.suggest import unknown
+from coral_core.types import SamplingParams, Task
+
+
+def experiment_preset(name: str) -> dict[str, Any]:
+    """The named experiment's configuration layer (what `--plugin NAME` means)."""
+    from coral_core.config.experiment import validate
+
+    preset = plugins.registry().get("experiments", name).factory
+    if callable(preset):  # built when used, so it may start from another plugin's preset
+        preset = preset()
+    return validate(preset, f"experiment '{name}'")
+
+
+def build_dataset(blueprint: DatasetBlueprint) -> Dataset:
+    section = blueprint.section
+    if not section["name"]:
+        raise UserError("no data set configured (set [dataset] name, or use --plugin)")
+    options = dict(section["options"])
+    if section["data_dir"]:
+        options["data_dir"] = section["data_dir"]
+    return plugins.build("datasets", section["name"], **options)
+
+
+def data_root(dataset: Dataset) -> str:
+    """The folder a data set reads (hidden from candidates), or ''."""
+    return str(getattr(dataset, "root", "") or "")
+
+
+def parse_model_spec(spec: str) -> tuple[str, str]:
+    prefix, _, target = spec.partition(":")
+    return prefix, target
+
+
+def model_entry(section: Mapping[str, Any]) -> Any:
+    return plugins.registry().get("models", parse_model_spec(section["spec"])[0])
+
+
+def check_model(section: Mapping[str, Any]) -> None:
+    """What can be refused without building the model: an unknown backend, options it
+    does not take (with a did-you-mean), a server URL for a model that has no server, an
+    adapter it cannot apply."""
+    prefix, target = parse_model_spec(section["spec"])
+    entry = model_entry(section)
+    if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
+        raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
+                        f"({section['adapter']})")
+    if section["base_url"] and not takes(entry.factory, "base_url"):
+        raise UserError(f"model '{prefix}' is not served over HTTP, so --base-url (model."
+                        f"base_url = {section['base_url']!r}) does not apply to it; it is "
+                        "for servers such as openai:MODEL")
+    complaint = unknown_options(entry.factory, list(section["options"]), f"model '{prefix}'")
+    if complaint:
+        raise UserError(f"[model.options]: {complaint}")
+    options = _model_options(section)
+    if accepts(entry.factory, "dataset"):
+        options["dataset"] = None
+    check_call(entry.factory, f"model '{prefix}'", target, **options)
+
+
+def _model_options(section: Mapping[str, Any]) -> dict[str, Any]:
+    options = dict(section["options"])
+    if section["base_url"]:
+        options["base_url"] = section["base_url"]
+    return options
+
+
+def build_model(blueprint: ModelBlueprint, dataset: Dataset | None = None) -> Model:
+    """`PREFIX:TARGET` -> factory(TARGET, **options); a factory that declares a `dataset`
+    parameter also gets the data set (the baseline learns its prior from it)."""
+    section = blueprint.section
+    check_model(section)
+    prefix, target = parse_model_spec(section["spec"])
+    entry = model_entry(section)
+    options = _model_options(section)
+    if accepts(entry.factory, "dataset"):
+        options["dataset"] = dataset if dataset is not None else build_dataset(blueprint.dataset)
+    return plugins.instantiate(entry.factory, f"model '{prefix}'", target, **options)
+
+
+def sampling_params(config: Mapping[str, Any], seed: int, task: Task | None = None,
+                    ) -> SamplingParams:
+    """The configuration's knobs; stop sequences are the task's then the configuration's."""
+    section = config["model"]
+    stops = tuple(dict.fromkeys((*(task.stop if task else ()), *section["stop"])))
+    return SamplingParams(
+        temperature=section["temperature"], top_p=section["top_p"], top_k=section["top_k"],
+        max_new_tokens=section["max_new_tokens"],
+        repetition_penalty=section["repetition_penalty"], stop=stops, n=1, seed=seed,
+    )
+
+
+def build_executor(settings: Mapping[str, Any]) -> Executor:
+    name = settings["executor"]
+    entry = plugins.registry().get("executors", name)
+    return plugins.instantiate(entry.factory, f"executor '{name}'", dict(settings))
+
+
+def check_executor(settings: Mapping[str, Any]) -> None:
+    plugins.registry().get("executors", settings["executor"])
+
+
+def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> Sandbox:
+    policy = SandboxPolicy(
+        timeout=execution["test_timeout"], load_timeout=max(5.0, execution["test_timeout"]),
+        memory_mb=execution["memory_mb"], isolation=execution["isolation"],
+        hidden=tuple(hidden),
+    )
+    return Sandbox(policy, workers=execution["workers"] or None)
+
+
+def build_evaluators(section: Mapping[str, Any]) -> list[Any]:
+    """The evaluators `use` names, with their options. Options for an evaluator that is
+    not registered are refused (a typo would otherwise be ignored); options for one that
+    is registered but not in use are allowed (a search may switch it on)."""
+    if not section["use"]:
+        raise UserError("no evaluators configured ([evaluators] use is empty)")
+    known = plugins.registry().entries["evaluators"]
+    for name in section["options"]:
+        if name not in known:
+            raise OptionInvalid(("evaluators", "options", name),
+                                f"[evaluators.options.{name}]: " + unknown(
+                                    "evaluator", name, known,
+                                    plugins.registry().missing_hint()))
+    evaluators = []
+    for name in section["use"]:
+        options = section["options"].get(name, {})
+        if not isinstance(options, dict):
+            raise UserError(f"[evaluators.options.{name}] must be a table")
+        try:
+            entry = plugins.registry().get("evaluators", name)
+        except UserError as error:
+            raise OptionInvalid(("evaluators", "use"), f"[evaluators] use: {error}") from None
+        complaint = unknown_options(entry.factory, list(options), f"evaluator '{name}'", 0)
+        if complaint:
+            raise UserError(f"[evaluators.options.{name}]: {complaint}")
+        evaluators.append(plugins.build("evaluators", name, **options))
+    return evaluators
+
+
+def check_scoring(blueprint: ScoringBlueprint, tasks: Sequence[Task]) -> None:
+    """Evaluators, weights, gate and the tasks' success objectives, without a sandbox."""
+    section = blueprint.evaluators
+    scorer = Scorer(build_evaluators(section), None, section["weights"],  # type: ignore[arg-type]
+                    section["gate"])
+    scorer.check_tasks(tasks)
+
+
+@dataclass
+class Scoring:
+    """The evaluators in use, their shared context and the sandbox under them."""
+
+    scorer: Scorer
+    context: ExecutionContext
+    sandbox: Sandbox
+
+    def close(self) -> None:
+        self.context.close()
+        self.sandbox.close()
+
+
+def build_scoring(blueprint: ScoringBlueprint, dataset: Dataset | None = None) -> Scoring:
+    section, execution = blueprint.evaluators, blueprint.execution
+    evaluators = build_evaluators(section)
+    root = data_root(dataset) if dataset is not None else ""
+    hidden = tuple(p for p in (*blueprint.hidden, root) if p)
+    sandbox = build_sandbox(execution, tuple(str(Path(p).resolve()) for p in hidden))
+    context = ExecutionContext(sandbox, timeout_factor=execution["timeout_factor"],
+                               timeout_floor=execution["timeout_floor"])
+    try:
+        scorer = Scorer(evaluators, context, section["weights"], section["gate"])
+    except UserError:
+        sandbox.close()
+        raise
+    return Scoring(scorer, context, sandbox)

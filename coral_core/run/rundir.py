@@ -1,0 +1,208 @@
+"""Run directories: made whole or not at all, locked while a process works on them, and
+refused on resume when what is on disk is not what the configuration says.
+
+Layout: config.toml (the resolved configuration), coral.sqlite (the run store), .lock
+(flock held by the working process, which writes its pid there), summary.json (at the
+end). The lock is an OS lock: it dies with its holder, so a killed run never blocks its
+resume.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from coral_core import __version__
+from coral_core.config import experiment as configuration
+from coral_core.files.atomic import write_text_atomic
+from coral_core.files.decoding import json_value
+from coral_core.errors import UserError
+from coral_core.files.fileio import CONFIG_BYTES, open_plain, read_text
+from coral_core.run.store import RunStore
+
+CONFIG_FILE = "config.toml"
+SUMMARY_FILE = "summary.json"
+LOCK_FILE = ".lock"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What lifecycle hooks receive."""
+
+    run_dir: Path
+    config: Mapping[str, Any]
+    resumed: bool
+
+
+def _os_error(action: str, path: Path, error: OSError) -> UserError:
+    return UserError(f"cannot {action} {path}: {error.strerror or error}")
+
+
+class RunLock:
+    """An exclusive flock on RUN_DIR/.lock, holding the owner's pid."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunLock":
+        fd = open_plain(self.path, "lock file")  # never a link: nothing outside is touched
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise _os_error("lock", self.path.parent, error) from None
+            pid = _read_pid(self.path)
+            raise UserError(f"{self.path.parent} is in use by another Coral process "
+                            f"(pid {pid or 'unknown'}); wait for it or stop it") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        text = read_text(path, limit=64, what="lock file", within=path.parent).strip()
+    except UserError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def holder(run_dir: Path) -> int | None:
+    """The pid of the live process working on a run, or None (read-only: takes no lock
+    and creates nothing)."""
+    path = Path(run_dir) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _read_pid(path) or -1
+    finally:
+        os.close(fd)
+    return None
+
+
+def default_run_dir(config: Mapping[str, Any]) -> Path:
+    """runs/DATASET-MODEL-TIMESTAMP under the current folder (`--out` or `[run] out` names
+    the run directory itself instead)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    model = label(config["model"]["spec"])
+    base = Path("runs").absolute() / f"{config['dataset']['name']}-{model}-{stamp}"
+    path, number = base, 1
+    while path.exists():
+        number += 1
+        path = Path(f"{base}-{number}")
+    return path
+
+
+def label(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[-40:] or "model"
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
+        raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise UserError(f"{run_dir} exists and is not an empty folder")
+
+
+def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]:
+    """Make the run directory, locked, with its config.toml and an empty store. A folder
+    this made is removed again if any step fails, so nothing half-made is left."""
+    run_dir = Path(os.path.abspath(run_dir))
+    check_new_run_dir(run_dir)
+    made = not run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise _os_error("create the run directory", run_dir, error) from None
+    try:
+        lock = RunLock(run_dir).acquire()
+        config = {**config, "run": {**config["run"], "out": str(run_dir)}}
+        try:
+            write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
+        except OSError as error:
+            raise _os_error("write", run_dir / CONFIG_FILE, error) from None
+        store = RunStore.in_run(run_dir)
+        try:
+            store.set_meta("status", "running")
+            store.set_meta("coral_version", __version__)
+            store.set_meta("config_digest", configuration.digest(config))
+        finally:
+            store.close()
+    except BaseException:
+        if made:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return RunInfo(run_dir, config, resumed=False), lock
+
+
+def read_config(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / CONFIG_FILE
+    text = read_text(path, limit=CONFIG_BYTES, what="run configuration", within=run_dir)
+    return configuration.loads_resolved(text, str(path))
+
+
+def is_run_dir(run_dir: Path) -> bool:
+    return (Path(run_dir) / CONFIG_FILE).is_file() and (Path(run_dir) / RunStore.FILENAME).is_file()
+
+
+def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = None,
+             ) -> tuple[RunInfo, RunLock]:
+    """An interrupted run to resume, locked. Refused: a finished run, a folder that is
+    not a run, a config.toml edited since the run began. `relocate` sets relocatable keys
+    (data_dir, base_url); they are written back to config.toml and logged in the store."""
+    run_dir = Path(os.path.abspath(run_dir))
+    if not is_run_dir(run_dir):
+        raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
+                        f"{RunStore.FILENAME})")
+    lock = RunLock(run_dir).acquire()
+    try:
+        config = read_config(run_dir)
+        store = RunStore.in_run(run_dir)
+        try:
+            if store.meta("status") == "finished":
+                raise UserError(f"{run_dir} is a finished run; see 'coral report {run_dir}'")
+            if store.meta("config_digest") != configuration.digest(config):
+                raise UserError(f"{run_dir / CONFIG_FILE} was edited after the run began; "
+                                "restore it, or start a new run with --config")
+            if relocate:
+                config = _relocated(run_dir, config, relocate, store)
+            store.set_meta("status", "running")
+        finally:
+            store.close()
+    except BaseException:
+        lock.release()
+        raise
+    return RunInfo(run_dir, config, resumed=True), lock
+
+
+def _relocated(run_dir: Path, config: dict[str, Any], relocate: Mapping[tuple[str, str], str],
+               store: RunStore) -> dict[str, Any]:
+    config = {section: dict(values) for section, values in config.items()}
+    for (section, key), value in relocate.items():
+        config[section][key] = value
+    write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
+    log = json_value(store.meta("relocations") or "[]", f"{store.path}: relocations")
+    if not isinstance(log, list):
+        raise UserError(f"{store.path}: relocations has the wrong shape; the store is damaged")
+    log.append({"time": time.time(), **{f"{s}.{k}": v for (s, k), v in relocate.items()}})
+    store.set_meta("relocations", json.dumps(log))
+    return config
