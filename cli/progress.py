@@ -44,7 +44,7 @@ def _listen(progress: "RichProgress | PlainProgress") -> _Notes:
 
 def _unlisten(handler: _Notes) -> None:
     NOTES.removeHandler(handler)
-    if not NOTES.handlers:
+    if not any(isinstance(other, _Notes) for other in NOTES.handlers):
         NOTES.setLevel(logging.NOTSET)
 
 

@@ -10,8 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.executors.local import LocalExecutor
-from coral_core.scoring.scorer import ScoredCandidate
-from coral_core.types import Generation, GenerationRequest, Task
+from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 
 class GenerationWorker:

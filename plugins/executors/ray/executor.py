@@ -31,8 +31,7 @@ from typing import Any, Mapping, Sequence
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.errors import UserError
 from coral_core.executors.ray_cluster import connect, import_ray
-from coral_core.scoring.scorer import ScoredCandidate
-from coral_core.types import Generation, GenerationRequest, Task
+from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 from .actors import EvaluationWorker, GenerationWorker
 
