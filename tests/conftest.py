@@ -49,6 +49,22 @@ def _fresh_plugins(monkeypatch):
     plugins.reset()
 
 
+@pytest.fixture(autouse=True)
+def _interrupts_stay_on(request):
+    """A test that leaves SIGINT or SIGTERM ignored in this process (code run in-process
+    that sets them aside) would make every process a later test starts deaf to ^C: it
+    inherits the disposition. The handlers are put back, with a warning naming the test."""
+    import signal
+    import warnings
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in before.items():
+        if signal.getsignal(number) != handler:
+            signal.signal(number, handler)
+            warnings.warn(f"{request.node.nodeid} left {signal.Signals(number).name} changed")
+
+
 def installed_plugins(*folders: str | Path) -> list[str]:
     """Names of the `coral` entry points of the distributions installed in `folders`."""
     names: list[str] = []
