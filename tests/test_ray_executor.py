@@ -127,6 +127,11 @@ def local_reference(tmp_path_factory, env):
     return summary, run_dir
 
 
+# A run's first records, beside the test's CPU load, after starting its actors (which import
+# the model and warm a sandbox pool): well under 100 s here even under `make test-loaded-all`.
+FIRST_RECORDS_SECONDS = 600
+
+
 def _count(out: Path) -> int:
     try:
         with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
@@ -148,23 +153,56 @@ def _start_and_wait(tmp_path: Path, env: dict, cluster: str, name: str, config: 
     path = tmp_path / f"{name}.toml"
     path.write_text(config)
     out = tmp_path / name
-    process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
-         "--config", str(path), "--out", str(out), "--executor", "ray",
-         "--ray-address", cluster, *extra], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+    # files, not pipes: a pipe nobody reads until the end would stop a run that says
+    # more than the pipe holds (Ray's warnings on a loaded machine)
+    with open(f"{out}.stdout", "w") as stdout, open(f"{out}.stderr", "w") as stderr:
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+             "--config", str(path), "--out", str(out), "--executor", "ray",
+             "--ray-address", cluster, *extra], env=env, stdout=stdout, stderr=stderr,
+            text=True)
     connect(cluster)
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + FIRST_RECORDS_SECONDS
         while _count(out) < 2:
-            assert process.poll() is None, process.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the run recorded nothing"
+            assert process.poll() is None, _said(out)[1][-2000:]
+            if time.monotonic() > deadline:
+                state = _cluster_state(cluster)
+                process.kill()
+                process.wait()
+                pytest.fail(f"the run recorded nothing in {FIRST_RECORDS_SECONDS} s; it "
+                            f"said:\n{_said(out)[1][-3000:]}\nthe cluster:\n{state}")
             time.sleep(0.02)
     except BaseException:
         ray.shutdown()
         process.kill()
         raise
     return process, out
+
+
+def _cluster_state(cluster: str) -> str:
+    """`ray status` and this run's actors as the cluster's table has them: what a failure
+    needs to say where a run that recorded nothing stood."""
+    status = subprocess.run([RAY, "status", f"--address={cluster}"], capture_output=True,
+                            text=True, timeout=120)
+    actors = [(a.get("Name"), a.get("State"), a.get("NumRestarts"), a.get("Pid"))
+              for a in ray._private.state.actors().values()]
+    return f"{status.stdout[-2000:]}{status.stderr[-1000:]}\nactors: {actors}"
+
+
+def _said(out: Path) -> tuple[str, str]:
+    """What the run started by `_start_and_wait` printed: stdout, stderr."""
+    return Path(f"{out}.stdout").read_text(), Path(f"{out}.stderr").read_text()
+
+
+def _finish(process: subprocess.Popen, out: Path, timeout: float) -> tuple[str, str]:
+    """Wait for that run (killed if it outlives `timeout`); what it printed."""
+    try:
+        process.wait(timeout=timeout)
+    finally:
+        process.kill()
+        process.wait()
+    return _said(out)
 
 
 def _actors(endings: tuple[str, ...]) -> list[str]:
@@ -208,10 +246,7 @@ def test_a_cluster_run_survives_killed_actors_and_equals_local(
                                               ("-evaluation-0", "-generation-0"),
                                               restart=True)
         started = time.monotonic()
-        try:
-            stdout, stderr = process.communicate(timeout=600)
-        finally:
-            process.kill()
+        stdout, stderr = _finish(process, out, 600)
     assert process.returncode == 0, stderr[-3000:]
     assert at_kill < total, "the run ended before the actors were killed"
     assert timeless(json.loads(stdout)) == timeless(local)
@@ -241,10 +276,7 @@ def test_a_cluster_that_stops_answering_says_so_then_fails_in_one_line(
         finally:
             ray.shutdown()
         started = time.monotonic()
-        try:
-            _, stderr = process.communicate(timeout=300)
-        finally:
-            process.kill()
+        _, stderr = _finish(process, out, 300)
         waited = time.monotonic() - started
     finally:
         for pid in frozen:  # whatever is left of them must not hold the cluster
@@ -285,7 +317,7 @@ def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
     local, local_dir = local_reference
     process, out, _ = _kill_mid_run(tmp_path, env, cluster, "lost", KILLED,
                                     ("-evaluation-0",), restart=False)
-    _, stderr = process.communicate(timeout=600)
+    _, stderr = _finish(process, out, 600)
     if process.returncode == 0:  # every scoring call had returned before the kill
         pytest.skip("the run finished before the actor was killed")
     assert process.returncode == 2, stderr[-2000:]
