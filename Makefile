@@ -24,8 +24,12 @@ run: install
 	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
 	$(BIN)/coral run --plugin quixbugs
 
+# One pytest worker per core (at most 4), each test file whole on one worker (its
+# module-scoped fixtures are built once): most tests wait on processes they start.
+PARALLEL := -n auto --maxprocesses 4 --dist loadfile
+
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 
 # Tests that start no process (tests/tiers.py marks the others slow): under a minute.
 test-fast: install

@@ -49,6 +49,16 @@ def _fresh_plugins(monkeypatch):
     plugins.reset()
 
 
+def pytest_sessionstart(session):
+    """Processes the tests start must hear ^C as a user's do, but they inherit an ignored
+    SIGINT: pytest-xdist's workers ignore it, as does a suite started in the background
+    (`nohup`, `cmd &`). Python's own handler is put in place for the whole session."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _interrupts_stay_on(request):
     """A test that leaves SIGINT or SIGTERM ignored in this process (code run in-process

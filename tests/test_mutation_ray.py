@@ -64,7 +64,7 @@ def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
             ray.kill(ray.get_actor(names[0], namespace="coral"))
             killed.append(names[0])
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         got = run_mutation(remote / "calc.py", [remote / "test_calc.py"],
                            session_path=remote / "s.sqlite", workers=2, project=remote,

@@ -53,17 +53,31 @@ def env(data_dir):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A real head node on loopback (`ray start --head`), stopped afterwards."""
+    """A real head node on loopback (`ray start --head --block`), stopped afterwards by
+    stopping that command: `ray stop` would stop every Ray on the machine, another test
+    worker's too."""
     port = _free_port()
-    started = subprocess.run(
-        [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-        capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stderr[-2000:]
+    log = tmp_path_factory.mktemp("cluster") / "ray-start.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(
+            [RAY, "start", "--head", "--block", f"--port={port}",
+             "--node-ip-address=127.0.0.1", "--num-cpus=2", "--include-dashboard=false",
+             "--disable-usage-stats"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        deadline = time.monotonic() + 180
+        while "will now block" not in log.read_text():  # said once the node is up
+            assert head.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
         yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+    finally:  # the head, its processes and their workers: the session it started
+        os.killpg(head.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(timeout=60)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)
+        head.wait()
 
 
 @contextlib.contextmanager
@@ -102,7 +116,9 @@ def _records(run_dir: Path) -> tuple[list, list]:
     return generations, evaluations
 
 
-def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env):
+def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env, cluster):
+    """Without --ray-address Coral starts a Ray of its own, even while a `ray start`
+    cluster runs on the machine (Ray alone would join that one)."""
     config = GRID.format(problems='["kheapsort", "lcs_length", "next_palindrome"]', samples=3)
     local, local_dir = _run(tmp_path, env, "local", config)
     on_ray, ray_dir = _run(tmp_path, env, "ray", config, "--executor", "ray")

@@ -84,7 +84,10 @@ def connect(address: str) -> bool:
     # it says is in docs/ray.md, and a failure to authenticate is an error of its own.
     logging.getLogger(TOKEN_NOTICE_LOGGER).setLevel(logging.ERROR)
     try:
-        ray.init(address=address or None, **options)
+        # "local": a Ray of our own, as documented, even where `ray start` left a cluster
+        # running on this machine or RAY_ADDRESS names one (Ray would join that, and then
+        # refuse num_cpus); joining one is `--ray-address auto` or HOST:PORT
+        ray.init(address=address or "local", **options)
     except Exception as error:  # Ray raises many kinds here; each is one line for the user
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
