@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    from coral_core.data.fetch import find_dataset_dir
+    from coral_core.data.locate import find_dataset_dir
     from coral_core.execution import ExecutionContext
     from coral_core.sandbox import Sandbox, SandboxPolicy
     from coral_core.types import Candidate

@@ -63,13 +63,11 @@ class Root(CoralGroup):
         from coral_core import plugins
         from coral_core.failures import PLUGIN_FAULTS, describe
 
-        registry = plugins.registry()
         owners: dict[str, str] = {}
-        for impl in registry.manager.hook.coral_register_commands.get_hookimpls():
-            plugin = impl.plugin_name
+        for plugin, call in plugins.implementations("coral_register_commands"):
             cli = typer.Typer()
             try:
-                registry.caller("coral_register_commands", plugin)(cli=cli)
+                call(cli=cli)
                 commands = typer.main.get_group(cli).commands
             except PLUGIN_FAULTS as error:  # a plugin's bug must not break `coral`
                 log.warning("plugin '%s' failed in coral_register_commands and was skipped: "

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from coral_core.data.fetch import FetchLimits
+from coral_core.data.locate import FetchLimits
 from coral_core.errors import UserError
 from coral_core.results.grids import Column, Grid
 

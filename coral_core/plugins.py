@@ -292,9 +292,26 @@ def _collect(manager: pluggy.PluginManager, kind: str,
 
 
 @functools.lru_cache(maxsize=1)
+def _loaded() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str]]:
+    return _make_manager()
+
+
+def implementations(hook_name: str) -> list[tuple[str, Any]]:
+    """(plugin name, a caller of that plugin's implementation alone) for each plugin that
+    implements `hook_name`, in registration order: what `coral --help` needs to add the
+    plugins' commands, without collecting (and so importing) every factory."""
+    manager = _loaded()[0]
+    impls = getattr(manager.hook, hook_name).get_hookimpls()
+    return [(impl.plugin_name, manager.subset_hook_caller(
+        hook_name, remove_plugins=[other.plugin for other in impls if other is not impl]))
+        for impl in impls]
+
+
+@functools.lru_cache(maxsize=1)
 def registry() -> Registry:
     """Load every plugin once per process and collect what they register."""
-    manager, sources, failures = _make_manager()
+    manager, sources, failures = _loaded()
+    failures = dict(failures)
     result = Registry(manager)
     for kind in KINDS:
         result.entries[kind] = _collect(manager, kind, failures)
@@ -322,6 +339,7 @@ def registry() -> Registry:
 def reset() -> None:
     """Forget the loaded plugins (tests change the environment between calls)."""
     registry.cache_clear()
+    _loaded.cache_clear()
 
 
 def notify(hook_name: str, **kwargs: Any) -> list[HookFailure]:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from coral_core.data.fetch import FetchLimits, tree_digest
+from coral_core.data.fetch import tree_digest
+from coral_core.data.locate import FetchLimits
 from coral_plugins.datasets.quixbugs import COMMIT, CONTENT_DIGEST, FOLDERS
 from hostile_archives import (
     GiB, ArchiveServer, Entry, corrupt, extra_files, genuine, members_bytes, padded,

@@ -25,7 +25,7 @@ from hostile_cli import base_env, run_measured
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from coral_plugins.models.hf import HFModel  # noqa: E402
+from coral_plugins.models.hf.model import HFModel  # noqa: E402
 from coral_plugins.models.hf.prompts import TemplateLimits, chat_template_of  # noqa: E402
 from tiny_model import build_tiny_model  # noqa: E402
 

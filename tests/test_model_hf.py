@@ -26,7 +26,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from coral_plugins.models import hf as hf_module  # noqa: E402
-from coral_plugins.models.hf import HFModel  # noqa: E402
+from coral_plugins.models.hf.model import HFModel  # noqa: E402
 from coral_plugins.models.hf.adapters import (  # noqa: E402
     TrainingSettings, plan_training, tokenize_example, train_adapter,
 )
@@ -172,7 +172,7 @@ def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
     (repo / "refs" / "main").write_text(commit)
     code = (
         "import json; from coral_core.types import *; "
-        "from coral_plugins.models.hf import HFModel; "
+        "from coral_plugins.models.hf.model import HFModel; "
         "from coral_plugins.models.hf.adapters import plan_training, TrainingSettings; "
         "plan = plan_training('coral/tiny', AdapterGenes(), "
         "[TrainingExample('t', Prompt('i'), 'y')], TrainingSettings()); "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core import plugins
-from coral_core.data.fetch import fetched_dir, find_dataset_dir
+from coral_core.data.locate import fetched_dir, find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.run.factories import build_dataset
 from coral_core.config.blueprints import DatasetBlueprint

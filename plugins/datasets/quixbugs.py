@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from coral_core.data.fetch import FetchLimits, fetch_pinned, find_dataset_dir
+from coral_core.data.locate import FetchLimits, find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.extract import extract_python
 from coral_core.hookspecs import hookimpl
@@ -186,6 +186,8 @@ class QuixBugs:
         `coral_core.data.fetch.fetch_pinned` for what is checked and bounded); `timeout` is the
         deadline of the whole download in seconds."""
         url = os.environ.get("CORAL_QUIXBUGS_URL", ARCHIVE_URL)
+        from coral_core.data.fetch import fetch_pinned  # the network code, when fetching
+
         limits = FetchLimits() if timeout is None else FetchLimits(deadline=timeout)
         return fetch_pinned(NAME, url, CONTENT_DIGEST, FOLDERS, force=force, limits=limits)
 

@@ -9,10 +9,14 @@ syntax scores 0.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from coral_core.errors import UserError
-from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
+
+if TYPE_CHECKING:  # the sandbox is imported when a candidate is scored, not at start-up
+    from coral_core.execution import ExecutionContext
 
 
 class FimTestsEvaluator:

@@ -21,10 +21,14 @@ moves with the machine's load; use it to see real time, not to rank.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from coral_core.errors import UserError
-from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
+
+if TYPE_CHECKING:  # the sandbox is imported when a candidate is scored, not at start-up
+    from coral_core.execution import ExecutionContext
 
 NOISE_SECONDS = 0.001
 MODES = ("cost", "time")

@@ -9,7 +9,6 @@ gets 0.0, the worst score, never the best; see coral_core/sandbox/analysis.py.
 from __future__ import annotations
 
 from coral_core.hookspecs import hookimpl
-from coral_core.sandbox import analyzer_for
 from coral_core.types import Candidate, Evaluation
 
 WORST = 0.0
@@ -24,6 +23,8 @@ class SecurityEvaluator:
     objectives = ("security",)
 
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
+        from coral_core.sandbox import analyzer_for  # the sandbox when scoring
+
         reply = analyzer_for(context).ask("bandit", candidate.code)
         if "error" in reply:
             return Evaluation({"security": WORST}, {"high": None, "medium": None, "low": None,

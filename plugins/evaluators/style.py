@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from coral_core.errors import UserError
 from coral_core.hookspecs import hookimpl
-from coral_core.sandbox import analyzer_for
 from coral_core.types import Candidate, Evaluation
 
 CLEAN = 0.97
@@ -38,6 +37,8 @@ class StyleEvaluator:
             self.options["select"] = list(select)
 
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
+        from coral_core.sandbox import analyzer_for  # the sandbox when scoring
+
         reply = analyzer_for(context).ask("flake8", candidate.code, self.options)
         if "error" in reply:
             return Evaluation({"style": WORST}, {"violations": None, "codes": [],

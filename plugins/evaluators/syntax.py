@@ -7,7 +7,6 @@ expression that makes the parser raise or crash costs a worker and scores 0.0.
 from __future__ import annotations
 
 from coral_core.hookspecs import hookimpl
-from coral_core.sandbox import syntax_valid
 from coral_core.types import Candidate, Evaluation
 
 VALID = 0.9
@@ -18,6 +17,8 @@ class SyntaxEvaluator:
     objectives = ("syntax",)
 
     def evaluate(self, candidate: Candidate, context: object) -> Evaluation:
+        from coral_core.sandbox import syntax_valid  # the sandbox when scoring, not at start-up
+
         return Evaluation({"syntax": VALID if syntax_valid(candidate, context) else 0.0})
 
 

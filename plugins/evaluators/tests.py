@@ -6,10 +6,13 @@ defines the entry point, else 0.0.
 
 from __future__ import annotations
 
-from coral_core.execution import ExecutionContext
+from typing import TYPE_CHECKING
+
 from coral_core.hookspecs import hookimpl
-from coral_core.sandbox import syntax_valid
 from coral_core.types import Candidate, Evaluation
+
+if TYPE_CHECKING:  # the sandbox is imported when a candidate is scored, not at start-up
+    from coral_core.execution import ExecutionContext
 
 
 class TestsEvaluator:
@@ -25,6 +28,8 @@ class TestsEvaluator:
         elif counts["passed"]:
             score = counts["passed"] / counts["total"]
         else:
+            from coral_core.sandbox import syntax_valid
+
             score = 0.2 if syntax_valid(candidate, context) else 0.0
         details = {
             "tests": counts,

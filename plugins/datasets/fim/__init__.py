@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from coral_core.data.fetch import cache_root
+from coral_core.data.locate import cache_root
 from coral_core.files.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
 from coral_core.files.fileio import is_regular

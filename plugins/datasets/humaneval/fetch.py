@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from coral_core.data.fetch import FetchLimits, fetch_pinned
+from coral_core.data.locate import FetchLimits
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Pinned:
 
     def fetch(self, force: bool = False, timeout: float | None = None) -> Path:
         url = os.environ.get(self.url_variable, self.url)
+        from coral_core.data.fetch import fetch_pinned  # the network code, when fetching
+
         limits = FetchLimits() if timeout is None else FetchLimits(deadline=timeout)
         return fetch_pinned(self.name, url, self.digest, ("data",), force=force,
                             limits=limits, files=self.files)

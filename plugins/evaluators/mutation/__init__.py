@@ -12,13 +12,12 @@ cosmic-ray and pytest are imported only when mutation testing runs.
 """
 
 from coral_core.hookspecs import hookimpl
+from coral_core.lazy import Lazy
 
 
 @hookimpl
 def coral_register_evaluators(register):
-    from .gate import MutationGate
-
-    register("mutation_gate", MutationGate)
+    register("mutation_gate", Lazy(f"{__name__}.gate:MutationGate"))
 
 
 @hookimpl

@@ -5,10 +5,9 @@ mutants, `evaluator` turns the runs into the four objectives. Importing this pac
 cheap: pytest, coverage and cosmic-ray load only when a test file is scored."""
 
 from coral_core.hookspecs import hookimpl
+from coral_core.lazy import Lazy
 
 
 @hookimpl
 def coral_register_evaluators(register):
-    from .evaluator import TestgenEvaluator
-
-    register("testgen", TestgenEvaluator)
+    register("testgen", Lazy(f"{__name__}.evaluator:TestgenEvaluator"))

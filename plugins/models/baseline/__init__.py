@@ -11,13 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from coral_core.hookspecs import hookimpl
+from coral_core.lazy import Lazy
 
-from .model import CLOSING_FENCE, NAME, BaselineModel, create_baseline
-from .prompt import program_in
-
-__all__ = ["CLOSING_FENCE", "NAME", "BaselineModel", "create_baseline", "program_in"]
+NAME = "baseline"
 
 
 @hookimpl
 def coral_register_models(register: Any) -> None:
-    register(NAME, create_baseline)
+    register(NAME, Lazy(f"{__name__}.model:create_baseline"))

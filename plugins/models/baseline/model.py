@@ -36,7 +36,6 @@ from .sampling import Ranked, draw, rank, sampling_distribution
 
 log = logging.getLogger(__name__)
 
-NAME = "baseline"
 CLOSING_FENCE = "\n```\n"
 _CACHED_PROGRAMS = 64
 

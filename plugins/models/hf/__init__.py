@@ -3,7 +3,8 @@
 Modules: `loading` (source, device, dtype), `prompts` (rendering a structured prompt, for
 generation and training alike), `sampling` (per-row seeded sampling and stopping),
 `model` (HFModel), `adapters` and `adapter_cache` (LoRA/DoRA training, cached by content).
-Importing this package does not import torch or transformers: the CLI must start fast.
+Importing this package imports none of them (the model is registered as a `Lazy`):
+the CLI must start fast.
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from coral_core.hookspecs import hookimpl
-
-from .model import HFModel
-
-__all__ = ["HFModel"]
+from coral_core.lazy import Lazy
 
 
 @hookimpl
 def coral_register_models(register: Any) -> None:
-    register("hf", HFModel)
+    register("hf", Lazy(f"{__name__}.model:HFModel"))

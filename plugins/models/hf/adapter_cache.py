@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from coral_core.data.fetch import cache_root
+from coral_core.data.locate import cache_root
 from coral_core.errors import UserError
 from coral_core.files.fileio import open_plain
 from coral_core.types import AdapterGenes, TrainingExample

@@ -12,17 +12,9 @@ from __future__ import annotations
 import copy
 
 from coral_core.hookspecs import hookimpl
+from coral_core.lazy import Lazy
 
 NAME = "evolution"
-
-
-def _factory():
-    # The registry inspects the factory's signature (population, generations, config...),
-    # so register the class itself; importing it pulls in numpy only (Optuna and
-    # matplotlib are imported when a search is built / plotted).
-    from .strategy import EvolutionSearch
-
-    return EvolutionSearch
 
 
 def preset() -> dict:
@@ -38,7 +30,7 @@ def preset() -> dict:
 
 @hookimpl
 def coral_register_search_strategies(register):
-    register(NAME, _factory())
+    register(NAME, Lazy(f"{__name__}.strategy:EvolutionSearch"))
 
 
 @hookimpl

@@ -1,0 +1,68 @@
+"""Where a data set lives: `--data-dir`, `$CORAL_DATA_DIR`, or the copy `coral datasets
+fetch` left in the user cache; and what a fetch may cost. Cheap to import (every data set
+needs it to start): the downloading is in `fetch`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from coral_core.errors import UserError
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """What one fetch may cost. The QuixBugs archive is 0.1 MiB (0.9 MiB unpacked, 400
+    files, none over 0.2 MiB): each limit leaves a wide margin over it."""
+
+    download_bytes: int = 32 * MiB  # the archive as downloaded
+    deadline: float = 600.0  # seconds for the whole download: connect, headers, body
+    unpacked_bytes: int = 128 * MiB  # the decompressed archive stream, read or skipped
+    members: int = 10_000  # archive entries (files, folders, links...)
+    installed_bytes: int = 16 * MiB  # all installed files together
+    file_bytes: int = 4 * MiB  # one installed file
+    header_bytes: int = 1 * MiB  # one extended (pax / GNU long name) header
+
+
+def cache_root() -> Path:
+    """$CORAL_CACHE_DIR, else $XDG_CACHE_HOME/coral, else ~/.cache/coral."""
+    if os.environ.get("CORAL_CACHE_DIR"):
+        return Path(os.environ["CORAL_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "coral"
+
+
+def fetched_dir(name: str) -> Path:
+    return cache_root() / "datasets" / name
+
+
+def find_dataset_dir(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """`--data-dir DIR/NAME`, else `$CORAL_DATA_DIR/NAME`, else the fetched copy.
+
+    Missing data is a UserError that names both ways to provide it.
+    """
+    if data_dir:
+        where = Path(data_dir).expanduser()
+        source = f"--data-dir {data_dir}"
+    elif os.environ.get("CORAL_DATA_DIR"):
+        where = Path(os.environ["CORAL_DATA_DIR"]).expanduser()
+        source = f"CORAL_DATA_DIR={os.environ['CORAL_DATA_DIR']}"
+    else:
+        where, source = None, ""
+    if where is not None:
+        if (where / name).is_dir():
+            return (where / name).resolve()
+        reason = "does not exist" if not where.exists() else f"has no '{name}' folder"
+        raise UserError(
+            f"{source} {reason}; give a folder holding {name}/ (upstream layout) "
+            f"or run 'coral datasets fetch {name}'"
+        )
+    if fetched_dir(name).is_dir():
+        return fetched_dir(name)
+    raise UserError(
+        f"no {name} data: pass --data-dir DIR (or set CORAL_DATA_DIR) to a folder holding "
+        f"{name}/, or run 'coral datasets fetch {name}'"
+    )
