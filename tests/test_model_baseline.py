@@ -376,7 +376,7 @@ def test_it_is_registered_as_the_baseline_model() -> None:
     from coral_core import plugins
 
     entry = plugins.registry().get("models", "baseline")
-    assert entry.factory is create_baseline
+    assert entry.factory.resolve() is create_baseline  # registered as a Lazy
     assert entry.plugin == "coral_plugins.models.baseline"
 
 

@@ -42,7 +42,7 @@ def test_wheel_installs_only_namespaced_packages_and_the_console_script(tmp_path
     assert "coral_core/sandbox/inside/worker.py" in names
     for module in ("coral_plugins/models/baseline/__init__.py",
                    "coral_plugins/models/baseline/edits.py", "coral_plugins/models/hf/prompts.py",
-                   "coral_plugins/models/openai/client.py", "coral_core/executors/local.py"):
+                   "coral_plugins/models/openai/client.py", "coral_core/executors/in_process.py"):
         assert module in names
     packaged = {str(Path(name).parent) for name in names if name.endswith("/__init__.py")}
     assert packaged == source_packages(), "every package of the tree, found, not listed"

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
-from coral_core.executors.local import LocalExecutor
+from coral_core.executors.in_process import LocalExecutor
 from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 

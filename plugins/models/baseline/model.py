@@ -28,6 +28,7 @@ from coral_core.stops import cut_at_stop
 from coral_core.suggest import did_you_mean
 from coral_core.types import Generation, GenerationRequest, Tunable
 
+from . import NAME
 from .edits import FAMILIES
 from .prior import Prior, cached_prior, problem_pairs
 from .prompt import program_in
