@@ -123,4 +123,3 @@ class HumanEvalEvaluator:
         return Evaluation({"passed": 1.0 if verdict.passed else 0.0},
                           {"passed": verdict.passed, "result": verdict.result,
                            "cpu": verdict.cpu, "idle": verdict.idle})
-
