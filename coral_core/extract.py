@@ -11,9 +11,10 @@ contains, and takes time linear in its length.
 
 from __future__ import annotations
 
-import ast
 import re
 import textwrap
+
+from coral_core import parsing
 
 MAX_PARSE_CHARS = 128 * 1024
 PARSE_BUDGET = 512 * 1024
@@ -34,7 +35,7 @@ class _Budget:
             return False
         self.left -= len(code)
         try:
-            ast.parse(code)
+            parsing.parse(code)
         except Exception:  # SyntaxError, ValueError, RecursionError, MemoryError, ...
             return False
         return True

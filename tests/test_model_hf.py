@@ -135,7 +135,7 @@ def test_import_does_not_load_torch_and_registers_hf():
             "seen = []; m.coral_register_models(lambda *a: seen.append(a)); print(seen)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "('hf', <class 'coral_plugins.models.hf.model.HFModel'>)" in out.stdout
+    assert "('hf', Lazy('coral_plugins.models.hf.model:HFModel'))" in out.stdout
     assert HFModel.supports_adapters is True
 
 

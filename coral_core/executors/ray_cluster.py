@@ -68,6 +68,10 @@ def coral_environment() -> dict[str, str]:
 def connect(address: str) -> bool:
     """Join the cluster at `address`, or start a local Ray with this machine's CPUs when
     it is empty. True when this process started Ray (and must shut it down)."""
+    # Ray's "Token authentication is enabled..." on every start, twice on a terminal, and
+    # on joining a cluster: what it says is in docs/ray.md, and a failure to authenticate
+    # is an error of its own.
+    logging.getLogger(TOKEN_NOTICE_LOGGER).setLevel(logging.ERROR)
     if address:
         _reachable(address)
         _token_auth()
@@ -80,9 +84,6 @@ def connect(address: str) -> bool:
     }
     if not address:
         options["num_cpus"] = os.cpu_count() or 1
-    # Ray's "Token authentication is enabled..." on every start, twice on a terminal: what
-    # it says is in docs/ray.md, and a failure to authenticate is an error of its own.
-    logging.getLogger(TOKEN_NOTICE_LOGGER).setLevel(logging.ERROR)
     try:
         # "local": a Ray of our own, as documented, even where `ray start` left a cluster
         # running on this machine or RAY_ADDRESS names one (Ray would join that, and then

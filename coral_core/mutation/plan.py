@@ -17,6 +17,8 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 
+from coral_core import parsing
+
 MIN_TIMEOUT = 2.0       # seconds: the floor of a relative timeout
 RELATIVE_FACTOR = 10.0  # a mutant may run this many times the baseline of its tests
 RELOAD_SECONDS = 1.0    # allowance for a fresh pytest session (reload mode)
@@ -67,7 +69,7 @@ def function_bodies(source: str) -> list[tuple[int, int, str]]:
             else:
                 walk(child, prefix, outer)
 
-    walk(ast.parse(source), "", None)
+    walk(parsing.parse(source), "", None)
     return found
 
 

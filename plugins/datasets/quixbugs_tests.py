@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from coral_core import parsing
 from coral_core.files.decoding import json_value
 from coral_core.files.fileio import read_text
 from coral_core.scoring.program_tests import Case, Expect, Step
@@ -246,7 +247,7 @@ def _reshape(tree: ast.Module, rows: list[Any]) -> list[Any]:
         if isinstance(statement, ast.Assign) and [ast.unparse(t) for t in statement.targets] \
                 == ["testdata"] and "load_json_testcases" not in ast.unparse(statement.value):
             _check_reshaping(statement.value)
-            code = compile(ast.Expression(statement.value), "<testdata>", "eval")
+            code = parsing.compile_tree(ast.Expression(statement.value), "<testdata>", "eval")
             # upstream test code, with pure constructors as its only builtins
             rows = eval(code, {"__builtins__": _SAFE_BUILTINS}, {"testdata": rows})  # nosec B307
     return rows
@@ -255,7 +256,7 @@ def _reshape(tree: ast.Module, rows: list[Any]) -> list[Any]:
 def _parsed(test_source: str) -> ast.Module:
     """Upstream test code parsed; anything that does not parse is a format error."""
     try:
-        return ast.parse(test_source)
+        return parsing.parse(test_source)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise UpstreamFormatError(f"its test file does not parse ({type(error).__name__})"
                                   ) from None

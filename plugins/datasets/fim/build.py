@@ -19,6 +19,7 @@ import stat
 import sysconfig
 from pathlib import Path
 
+from coral_core import parsing
 from coral_core.files.atomic import write_text_atomic
 from coral_core.errors import UserError
 from coral_core.files.fileio import read_text
@@ -64,7 +65,7 @@ def _meaningful(text: str, language: str) -> bool:
 def _python_sites(source: str, kind: str) -> list[tuple[int, int]]:
     """(first line, last line), 1-based, of candidate middles in a Python file."""
     try:
-        tree = ast.parse(source)
+        tree = parsing.parse(source)
     except (SyntaxError, ValueError):
         return []
     sites = []

@@ -15,6 +15,7 @@ import ast
 import random
 from typing import Sequence
 
+from coral_core import parsing
 from coral_core.types import Prompt, Success, Task
 
 from .build import _make, _python_sites
@@ -24,7 +25,7 @@ STOPS = ("\n\ndef ", "\nclass ", "\n\n\n", "\nif __name__")
 
 def without_trailing_strings(program: str) -> str:
     """The program less module-level string statements after its last definition."""
-    tree = ast.parse(program)
+    tree = parsing.parse(program)
     body = tree.body
     while body and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Constant) \
             and isinstance(body[-1].value.value, str):
@@ -36,7 +37,7 @@ def without_trailing_strings(program: str) -> str:
 
 
 def _in_functions(program: str) -> list[tuple[int, int]]:
-    tree = ast.parse(program)
+    tree = parsing.parse(program)
     return [(node.body[0].lineno, node.end_lineno or node.lineno) for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
 

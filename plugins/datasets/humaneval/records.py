@@ -15,6 +15,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from coral_core import parsing
 from coral_core.files.decoding import json_value, jsonl_lines
 from coral_core.errors import UserError
 from coral_core.files.fileio import DATA_BYTES, read_bytes
@@ -47,7 +48,7 @@ def _study(test: str) -> tuple[str, int]:
     """(what is wrong with a test, or "", its assert statements): once per distinct test
     (the infilling files repeat HumanEval's 164 tests over 8,652 tasks)."""
     try:
-        tree = ast.parse(test)
+        tree = parsing.parse(test)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         return (f"is not valid Python ({type(error).__name__}"
                 f"{': ' + str(error.args[0]) if error.args else ''})", 0)

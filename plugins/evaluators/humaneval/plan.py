@@ -18,6 +18,8 @@ import ast
 import builtins
 from dataclasses import dataclass
 
+from coral_core import parsing
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -58,7 +60,7 @@ def _starts(tree: ast.Module, text: str) -> list[int]:
 
 def test_globals(test: str) -> set[str]:
     """Names the test reads that it does not bind at module level (nor are builtins)."""
-    tree = ast.parse(test)
+    tree = parsing.parse(test)
     bound = set().union(*(_bound(node) for node in tree.body)) if tree.body else set()
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
@@ -76,7 +78,7 @@ def make_plan(prompt: str, test: str, entry_point: str, canonical: str | None = 
     canonical = canonical or ""
     reference = prompt + canonical + suffix
     try:
-        tree = ast.parse(reference)
+        tree = parsing.parse(reference)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
     if tree is None:

@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from coral_core import parsing
 from coral_core.mutation.plan import function_bodies
 
 
@@ -42,7 +43,7 @@ def _inside(lines: frozenset[int], bodies: list[tuple[int, int, str]]) -> bool:
 def _skeleton(source: str) -> str:
     """What loading the program runs, less function bodies and bare string statements
     (docstrings, QuixBugs' trailing alternatives): equal skeletons load alike."""
-    tree = ast.parse(source)
+    tree = parsing.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             node.body = [ast.Pass()]

@@ -7,9 +7,9 @@ shows the program in a fenced code block of its instruction (QuixBugs: after
 
 from __future__ import annotations
 
-import ast
 import re
 
+from coral_core import parsing
 from coral_core.errors import UserError
 from coral_core.types import Prompt
 
@@ -54,7 +54,7 @@ def _program_in_text(text: str) -> str | None:
         blocks.append((bool(_MARKER.search(before)), body))
     for _, body in sorted(blocks, key=lambda block: not block[0]):
         try:
-            ast.parse(body)
+            parsing.parse(body)
         except (SyntaxError, ValueError):
             continue
         return body

@@ -18,6 +18,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
+from coral_core import parsing
+
 from .edits import Edit, enumerate_edits
 from .sites import Slot, slots
 
@@ -94,7 +96,7 @@ def _parse(text: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.parse(text)
+            return parsing.parse(text)
     except (SyntaxError, ValueError):
         return None
 
@@ -103,7 +105,7 @@ def _compiles(tree: ast.Module) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(tree, "<baseline variant>", "exec")
+            parsing.compile_tree(tree, "<baseline variant>", "exec")
     except (SyntaxError, ValueError, TypeError, RecursionError):
         return False
     return True
@@ -185,11 +187,11 @@ def enumerate_variants(program: str) -> list[Variant]:
 
     Raises SyntaxError if `program` itself does not parse.
     """
-    tree = ast.parse(program)
+    tree = parsing.parse(program)
     source = _Source(program)
     all_slots = slots(tree)
     owner = _top_level(tree)
-    original = _canonical_dump(ast.parse(program))
+    original = _canonical_dump(parsing.parse(program))
     degenerate = _degenerate(tree)
     found: dict[str, list[Origin]] = {}  # by text, then by canonical tree (first text kept)
     texts: dict[str, str] = {}

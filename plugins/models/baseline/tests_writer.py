@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Sequence
 
+from coral_core import parsing
 from coral_core.errors import UserError
 from coral_core.scoring.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import JobTemplate, Sandbox, SandboxPolicy
@@ -96,7 +97,7 @@ def _evidence(function: ast.FunctionDef, name: str) -> dict[str, int]:
 
 
 def entry_function(program: str, entry: str) -> ast.FunctionDef:
-    function = next((n for n in ast.parse(program).body if isinstance(n, ast.FunctionDef)
+    function = next((n for n in parsing.parse(program).body if isinstance(n, ast.FunctionDef)
                      and n.name == entry), None)
     if function is None:
         raise LookupError(f"the program defines no function {entry}")
