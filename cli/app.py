@@ -50,7 +50,10 @@ class Root(CoralGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands:
             self.add_plugin_commands()
-        return super().get_command(ctx, cmd_name)
+        command = super().get_command(ctx, cmd_name)
+        if cmd_name == "run" and command is not None:  # with the flags plugins add to it
+            run.add_plugin_flags(command)
+        return command
 
     def add_plugin_commands(self) -> None:
         """Call each plugin's coral_register_commands with a Typer of its own, and add what

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
+from contextvars import ContextVar
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
 from coral_core.config.settings import flag_options  # standard library only: cheap to import
 
 log = logging.getLogger("coral")
+# The values of the flags plugins add (coral_register_run_flags), for the run being started.
+_PLUGIN_VALUES: ContextVar[dict[str, Any]] = ContextVar("coral_run_flags", default={})
 
 
 def run(
@@ -43,15 +47,6 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", **flag_options("run.out")),
     executor: Optional[str] = typer.Option(
         None, "--executor", **flag_options("execution.executor")),
-    ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", **flag_options("execution.ray_address")),
-    population: Optional[int] = typer.Option(
-        None, "--population", metavar="P",
-        help="Genomes per generation, for the evolution strategy "
-             "(config: search.options.population)."),
-    generations: Optional[int] = typer.Option(
-        None, "--generations", metavar="G",
-        help="Generations, for the evolution strategy (config: search.options.generations)."),
     fail_fast: bool = typer.Option(False, "--fail-fast", **flag_options("run.fail_fast")),
     resume: Optional[Path] = typer.Option(
         None, "--resume", metavar="RUN_DIR", help="Continue an interrupted run."),
@@ -74,8 +69,8 @@ def run(
     flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
                  problems=launch.split_list(problems), limit=limit, temperature=temperature,
                  top_p=top_p, max_new_tokens=max_new_tokens, out=out, executor=executor,
-                 ray_address=ray_address, samples=samples, seed=seed, fail_fast=fail_fast,
-                 population=population, generations=generations)
+                 samples=samples, seed=seed, fail_fast=fail_fast,
+                 **_PLUGIN_VALUES.get())
     if resume is not None:
         launch.refuse_with_resume({"plugin": plugin, "config": config, "model_arg": model_arg,
                                    "dry_run": dry_run, **flags})
@@ -122,3 +117,47 @@ def run(
         return
     show_results(summary)
     note(f"run directory: {summary['run_dir']}")
+
+
+def add_plugin_flags(command: Any) -> None:
+    """The flags plugins add to `coral run` (coral_register_run_flags), as options of its
+    command, once: typer builds and types them from a signature made for them, and the
+    command's callback hands their values to `run` through `_PLUGIN_VALUES`."""
+    if getattr(command, "coral_plugin_flags", False):
+        return
+    command.coral_plugin_flags = True
+    from coral_core import plugins
+    from coral_core.config import launch
+
+    flags = launch.plugin_flags()
+    if not flags:
+        return
+    taken = {opt for param in command.params for opt in param.opts}
+    for name in flags:
+        if launch.flag_name(name) in taken or name == "help":
+            owner = plugins.registry().entries["run_flags"][name].plugin
+            raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin '{owner}' "
+                                       "cannot add it (disable the plugin with "
+                                       "CORAL_DISABLE_PLUGINS)")
+
+    def template(**values: Any) -> None:
+        """Stands for the plugins' flags while typer makes options of them."""
+
+    template.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[flag.kind],
+                          default=typer.Option(None, launch.flag_name(name),
+                                               metavar=flag.metavar or None, help=flag.help))
+        for name, flag in flags.items()])
+    maker = typer.Typer(add_completion=False)
+    maker.command()(template)
+    command.params.extend(typer.main.get_command(maker).params)
+    original = command.callback
+
+    def callback(**values: Any) -> Any:
+        token = _PLUGIN_VALUES.set({name: values.pop(name) for name in flags if name in values})
+        try:
+            return original(**values)
+        finally:
+            _PLUGIN_VALUES.reset(token)
+
+    command.callback = callback

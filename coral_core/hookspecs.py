@@ -46,6 +46,12 @@ def coral_register_commands(cli):
 
 
 @hookspec
+def coral_register_run_flags(register):
+    """Call ``register(name, flag)`` with a RunFlag: ``coral run --NAME VALUE`` sets the
+    key at ``flag.path`` (a plugin's option, e.g. ``search.options.population``)."""
+
+
+@hookspec
 def coral_run_started(run):
     """A run (fresh or resumed) is about to do work; ``run`` is a RunInfo."""
 

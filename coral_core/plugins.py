@@ -67,10 +67,11 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "coral_plugins.executors.ray",
 )
 
-KINDS = ("datasets", "models", "evaluators", "search_strategies", "executors", "experiments")
+KINDS = ("datasets", "models", "evaluators", "search_strategies", "executors", "experiments",
+         "run_flags")
 LABELS = {"datasets": "dataset", "models": "model", "evaluators": "evaluator",
           "search_strategies": "search strategy", "executors": "executor",
-          "experiments": "experiment"}
+          "experiments": "experiment", "run_flags": "run flag"}
 _OFF = ("", "0", "false", "no", "off")
 
 

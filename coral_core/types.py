@@ -205,6 +205,19 @@ class Tunable:
 
 
 @dataclass(frozen=True)
+class RunFlag:
+    """A `coral run` flag a plugin adds (coral_register_run_flags): `--NAME VALUE` sets the
+    configuration key at `path` (e.g. ("search", "options", "population")), typed as `kind`
+    (int, float or str); an int below `least` is refused with the flag's name."""
+
+    path: tuple[str, ...]
+    kind: type
+    help: str
+    metavar: str = ""
+    least: int | None = None
+
+
+@dataclass(frozen=True)
 class ScoredCandidate:
     """A candidate's objectives after the gate, its fitness, and whether it meets its
     task's success criterion (None where the task defines none)."""

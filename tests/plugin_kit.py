@@ -86,7 +86,7 @@ KITCHEN_SINK = '''
     from coral_core.extract import extract_python
     from coral_core.hookspecs import hookimpl
     from coral_core.scoring.program_tests import Case, ExecutionSpec, Expect, Step
-    from coral_core.types import Evaluation, Generation, Prompt, Success, Task
+    from coral_core.types import Evaluation, Generation, Prompt, RunFlag, Success, Task
 
     PROBLEMS = {"double": [(1, 2), (4, 8), (-3, -6)], "square": [(2, 4), (3, 9), (-1, 1)]}
 
@@ -142,7 +142,9 @@ KITCHEN_SINK = '''
 
 
     class TwoTemperatures:
-        def __init__(self, temperatures=(0.1, 0.9)):
+        def __init__(self, temperatures=(0.1, 0.9), hottest=None):
+            if hottest is not None:  # `coral run --hottest T` (coral_register_run_flags)
+                temperatures = (temperatures[0], hottest)
             self.pending = [list(temperatures)]
             self.told = []
 
@@ -249,6 +251,13 @@ KITCHEN_SINK = '''
             "execution": {"executor": "inline"},
             "run": {"samples": 2},
         })
+
+
+    @hookimpl
+    def coral_register_run_flags(register):
+        _called("coral_register_run_flags")
+        register("hottest", RunFlag(("search", "options", "hottest"), float, metavar="T",
+                                    help="The second trial's temperature."))
 
 
     @hookimpl

@@ -97,7 +97,8 @@ def kitchen_run(tmp_path_factory, data_dir):
     events, called = root / "events.jsonl", root / "called.txt"
     env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="kitchen",
                     KITCHEN_EVENTS=str(events), KITCHEN_HOOKS=str(called))
-    result = run_coral("run", "--plugin", "arith", "--out", str(root / "run"), "--json", env=env)
+    result = run_coral("run", "--plugin", "arith", "--out", str(root / "run"), "--json",
+                       "--hottest", "0.7", env=env)  # the plugin's own run flag
     assert result.returncode == 0, result.stderr
     served = run_coral("kitchen", "--dish", "stew", env=env)  # the plugin's own command
     lines = [json.loads(line) for line in events.read_text().splitlines()]
@@ -137,6 +138,22 @@ def test_hook_coral_register_search_strategies(kitchen_run):
     assert len(tells) == 1 and tells[0]["count"] == 2
     trials = {e["trial"] for e in kitchen_run["events"] if e["event"] == "record"}
     assert trials == {0, 1}
+
+
+def test_hook_coral_register_run_flags(kitchen_run):
+    """`--hottest 0.7` reached the strategy's option; `coral run --help` lists the flag;
+    a value of the wrong type is one line naming it; a resume refuses it."""
+    trials = kitchen_run["summary"]["trials"]
+    assert [t["overrides"]["model"]["temperature"] for t in trials] == [0.1, 0.7]
+    helped = run_coral("run", "--help", env={**kitchen_run["env"], "COLUMNS": "120"})
+    assert "--hottest" in helped.stdout and "The second trial's temperature." in helped.stdout
+    bad = run_coral("run", "--plugin", "arith", "--hottest", "warm", "--dry-run",
+                    env=kitchen_run["env"])
+    assert bad.returncode == 2 and "'--hottest'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    resumed = run_coral("run", "--resume", str(kitchen_run["root"] / "run"), "--hottest", "0.2",
+                        env=kitchen_run["env"])
+    assert resumed.returncode == 2 and "drop --hottest" in resumed.stderr
 
 
 def test_hook_coral_register_executors(kitchen_run, monkeypatch):
@@ -240,6 +257,31 @@ def test_two_plugins_registering_one_name_is_an_error(tmp_path, data_dir):
     assert result.returncode == 2
     assert ("evaluators name 'tests' is registered by both 'coral_plugins.evaluators.tests' "
             "and 'impostor'; disable one with CORAL_DISABLE_PLUGINS") in result.stderr
+
+
+@pytest.mark.parametrize("registered, said", [
+    ('register("samples", RunFlag(("run", "samples"), int, "Mine."))',
+     "run flag 'samples' is Coral's own; plugin 'flagger' cannot add it"),
+    ('register("json", RunFlag(("run", "json"), str, "Mine."))',
+     "run flag 'json' is Coral's own; plugin 'flagger' cannot add it"),
+    ('register("mine", "--mine")', "plugin 'flagger' registered run flag 'mine' that is not a "
+     "RunFlag"),
+])
+def test_a_run_flag_that_cannot_be_added_is_one_line(tmp_path, data_dir, registered, said):
+    site = make_distribution(tmp_path / "site", "coral-flagger", {"coral_flagger": f'''
+        from coral_core.hookspecs import hookimpl
+        from coral_core.types import RunFlag
+
+        @hookimpl
+        def coral_register_run_flags(register):
+            {registered}
+    '''}, {"flagger": "coral_flagger"})
+    env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="flagger")
+    for args in (("run", "--plugin", "quixbugs", "--dry-run"), ("run", "--help")):
+        result = run_coral(*args, env=env)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.startswith("coral: error: ") and said in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path, data_dir):

@@ -14,26 +14,48 @@ from typing import Any, Mapping, Sequence
 from coral_core import plugins
 from coral_core.config import experiment as configuration
 from coral_core.errors import UserError
-from coral_core.run.factories import experiment_preset, parse_model_spec
 from coral_core.config.options import parse_assignments
 from coral_core.config.settings import BY_FLAG, SETTINGS, Range
+from coral_core.types import RunFlag
 
 # Flags that set a plugin's option, not a key of the settings table: flag -> (path, the
-# least value it takes or None). The evolution strategy's (`coral run`), and the data set
-# file and FIM cut of `coral evaluate`.
+# least value it takes or None): the data set file and FIM cut of `coral evaluate`. (Plugins
+# add `coral run` flags of their own: coral_register_run_flags, `plugin_flags()`.)
 OPTION_FLAGS: dict[str, tuple[tuple[str, ...], int | None]] = {
-    "population": (("search", "options", "population"), 2),
-    "generations": (("search", "options", "generations"), 1),
     "data": (("dataset", "options", "path"), None),
     "extract": (("dataset", "options", "extract"), None),
 }
-# flag -> (section, key), or (section, "options", option) for a plugin's option
+# Coral's own flags: flag -> (section, key), or (section, "options", option)
 PLACES: dict[str, tuple[str, ...]] = {
     **{item.flag: (item.section, item.key) for item in SETTINGS if item.flag},
     **{flag: path for flag, (path, _) in OPTION_FLAGS.items()},
 }
 # Flags that may relocate a resumed run: they change where things are, not what is computed.
 RELOCATING = ("data_dir", "base_url")
+
+
+def plugin_flags() -> dict[str, RunFlag]:
+    """The `coral run` flags plugins registered, by name; one that is not a RunFlag, or
+    that takes a name Coral's own flags have, is an error naming its plugin."""
+    found = {}
+    for name, entry in plugins.registry().entries["run_flags"].items():
+        flag = entry.factory
+        if not isinstance(flag, RunFlag) or flag.kind not in (int, float, str) \
+                or len(flag.path) < 2 or not all(isinstance(p, str) for p in flag.path):
+            raise UserError(f"plugin '{entry.plugin}' registered run flag '{name}' that is "
+                            "not a RunFlag(path, kind int/float/str, help, ...)")
+        if name in PLACES or name in ("plugin", "config", "model_arg", "resume", "dry_run",
+                                      "json"):
+            raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin "
+                                       f"'{entry.plugin}' cannot add it (disable the plugin "
+                                       "with CORAL_DISABLE_PLUGINS)")
+        found[name] = flag
+    return found
+
+
+def places() -> dict[str, tuple[str, ...]]:
+    """Every flag's configuration path: Coral's own, then the plugins' run flags."""
+    return {**PLACES, **{name: flag.path for name, flag in plugin_flags().items()}}
 
 
 def flag_name(name: str) -> str:
@@ -52,6 +74,9 @@ def _least(flag: str) -> int | None:
     the low end of its key's range, or a plugin option flag's own."""
     if flag in OPTION_FLAGS:
         return OPTION_FLAGS[flag][1]
+    if flag not in PLACES:
+        added = plugin_flags().get(flag)
+        return added.least if added is not None and added.kind is int else None
     item = BY_FLAG.get(flag)
     if item is not None and item.kind == "int" and isinstance(item.check, Range) \
             and not item.check.open_low:
@@ -65,21 +90,21 @@ def flag_layer(**flags: Any) -> configuration.Layer:
         least = _least(name)
         if value is not None and least is not None and value < least:
             raise UserError(f"{flag_name(name)} must be at least {least}, got {value}")
-    layer: dict[str, dict[str, Any]] = {}
+    layer: dict[str, Any] = {}
+    paths = places() if any(flag not in PLACES for flag in flags) else PLACES
     for flag, value in flags.items():
         if value is None or (flag == "fail_fast" and value is False):
             continue
-        section, key, *option = PLACES[flag]
-        value = str(value) if isinstance(value, Path) else value
-        if option:
-            layer.setdefault(section, {}).setdefault(key, {})[option[0]] = value
-        else:
-            layer.setdefault(section, {})[key] = value
+        *tables, key = paths[flag]
+        node = layer
+        for table in tables:
+            node = node.setdefault(table, {})
+        node[key] = str(value) if isinstance(value, Path) else value
     try:
         return configuration.validate(layer, "command line")
     except UserError as error:  # name the flag rather than the key it sets
         text = str(error)
-        for flag, path in PLACES.items():
+        for flag, path in paths.items():
             text = text.replace(f"'{'.'.join(path)}'", flag_name(flag))
         raise UserError(text) from None
 
@@ -101,6 +126,9 @@ def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[s
                   model_args: Sequence[str] = (), cwd: Path | None = None) -> Resolved:
     """preset < file < flags, `--model-arg`s typed by the chosen model's options, paths
     made absolute against `cwd`: the configuration of `coral run` and `coral evaluate`."""
+    # the run machinery when a run is resolved: `coral --help` reads this module's flags
+    from coral_core.run.factories import experiment_preset, parse_model_spec
+
     layers: list[Mapping[str, Any]] = []
     preset = experiment_preset(plugin) if plugin is not None else None
     if preset is not None:

@@ -65,7 +65,9 @@ class Setting:
     check: returns True or what is wrong ("must be >= 0"); None: any value of the kind.
     flag: the `coral run` flag that sets it, as its parameter name (`top_p` is --top-p);
     `metavar` and `help` describe that flag, `help` with {key} and {default} filled in
-    from this setting (`flag_help`).
+    from this setting (`flag_help`). A plugin's flag for a key of this table
+    (`--ray-address`, the ray plugin's: coral_register_run_flags) has no `flag` here but
+    takes its `metavar` and `help` from here.
     fixed: why no trial (search dimension or override) may vary it; None: a trial may.
     per_request: it shapes each request, not the model object: trials that differ only in
     such keys share one loaded model.
@@ -216,7 +218,7 @@ SETTINGS: tuple[Setting, ...] = (
             fixed=_WHERE),
     Setting("execution", "ray_address", "str", "",
             "Ray cluster address for the ray executor. `--ray-address`.",
-            flag="ray_address", metavar="ADDR",
+            metavar="ADDR",  # the flag is the ray plugin's (coral_register_run_flags)
             help="Ray cluster address, for --executor ray (config: {key}).", fixed=_WHERE),
     Setting("execution", "workers", "int", 0,
             "Sandbox slots running candidates at once (at most 4096); 0 = one per core (with "

@@ -82,7 +82,7 @@ def build_strategy(config: Mapping[str, Any],
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
         at = where(error.path)
-        flag = next((launch.flag_name(flag) for flag, path in launch.PLACES.items()
+        flag = next((launch.flag_name(flag) for flag, path in launch.places().items()
                      if path == error.path), None)
         if at == "command line" and flag:
             at = f"command line ({flag})"

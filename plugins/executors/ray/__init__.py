@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from coral_core.config.settings import flag_help, metavar
 from coral_core.hookspecs import hookimpl
+from coral_core.types import RunFlag
 
 
 def create_executor(settings: Mapping[str, Any]):
@@ -26,3 +28,10 @@ def create_executor(settings: Mapping[str, Any]):
 @hookimpl
 def coral_register_executors(register):
     register("ray", create_executor)
+
+
+@hookimpl
+def coral_register_run_flags(register):
+    register("ray_address", RunFlag(("execution", "ray_address"), str,
+                                    help=flag_help("execution.ray_address"),
+                                    metavar=metavar("execution.ray_address") or ""))

@@ -13,6 +13,7 @@ import copy
 
 from coral_core.hookspecs import hookimpl
 from coral_core.lazy import Lazy
+from coral_core.types import RunFlag
 
 NAME = "evolution"
 
@@ -36,3 +37,13 @@ def coral_register_search_strategies(register):
 @hookimpl
 def coral_register_experiments(register):
     register(NAME, preset)  # called when used: the quixbugs preset is registered by then
+
+
+@hookimpl
+def coral_register_run_flags(register):
+    register("population", RunFlag(("search", "options", "population"), int, metavar="P",
+                                   least=2, help="Genomes per generation, for the evolution "
+                                   "strategy (config: search.options.population)."))
+    register("generations", RunFlag(("search", "options", "generations"), int, metavar="G",
+                                    least=1, help="Generations, for the evolution strategy "
+                                    "(config: search.options.generations)."))
