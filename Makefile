@@ -31,7 +31,7 @@ PARALLEL := -n auto --maxprocesses 4 --dist loadfile
 test: install
 	$(BIN)/python -m pytest $(PARALLEL)
 
-# Tests that start no process (tests/tiers.py marks the others slow): under a minute.
+# Tests that start no process (tests/tiers.py marks the others slow): a minute or two.
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
