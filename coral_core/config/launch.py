@@ -44,8 +44,7 @@ def plugin_flags() -> dict[str, RunFlag]:
                 or len(flag.path) < 2 or not all(isinstance(p, str) for p in flag.path):
             raise UserError(f"plugin '{entry.plugin}' registered run flag '{name}' that is "
                             "not a RunFlag(path, kind int/float/str, help, ...)")
-        if name in PLACES or name in ("plugin", "config", "model_arg", "resume", "dry_run",
-                                      "json"):
+        if name in PLACES:  # (the command's other options: cli/run.py checks those)
             raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin "
                                        f"'{entry.plugin}' cannot add it (disable the plugin "
                                        "with CORAL_DISABLE_PLUGINS)")
