@@ -126,19 +126,12 @@ def add_plugin_flags(command: Any) -> None:
     if getattr(command, "coral_plugin_flags", False):
         return
     command.coral_plugin_flags = True
-    from coral_core import plugins
     from coral_core.config import launch
 
-    flags = launch.plugin_flags()
+    flags = launch.plugin_flags(
+        {"--help", *(opt for param in command.params for opt in param.opts)})
     if not flags:
         return
-    taken = {opt for param in command.params for opt in param.opts}
-    for name in flags:
-        if launch.flag_name(name) in taken or name == "help":
-            owner = plugins.registry().entries["run_flags"][name].plugin
-            raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin '{owner}' "
-                                       "cannot add it (disable the plugin with "
-                                       "CORAL_DISABLE_PLUGINS)")
 
     def template(**values: Any) -> None:
         """Stands for the plugins' flags while typer makes options of them."""

@@ -259,9 +259,7 @@ def _collect(manager: pluggy.PluginManager, kind: str,
     `failures`, it is a UserError."""
     found: dict[str, Registered] = {}
     hook_name = f"coral_register_{kind}"
-    implementations = getattr(manager.hook, hook_name).get_hookimpls()
-    for impl in implementations:
-        plugin_name = impl.plugin_name
+    for plugin_name, caller in _one_by_one(manager, hook_name):
 
         def register(name: str, factory: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not name:
@@ -273,8 +271,6 @@ def _collect(manager: pluggy.PluginManager, kind: str,
                 )
             found[name] = Registered(name, factory, _plugin)
 
-        others = [other.plugin for other in implementations if other is not impl]
-        caller = manager.subset_hook_caller(hook_name, remove_plugins=others)
         before = dict(found)
         try:
             caller(register=register)
@@ -297,15 +293,19 @@ def _loaded() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str]]:
     return _make_manager()
 
 
-def implementations(hook_name: str) -> list[tuple[str, Any]]:
+def _one_by_one(manager: pluggy.PluginManager, hook_name: str) -> list[tuple[str, Any]]:
     """(plugin name, a caller of that plugin's implementation alone) for each plugin that
-    implements `hook_name`, in registration order: what `coral --help` needs to add the
-    plugins' commands, without collecting (and so importing) every factory."""
-    manager = _loaded()[0]
+    implements `hook_name`, in registration order."""
     impls = getattr(manager.hook, hook_name).get_hookimpls()
     return [(impl.plugin_name, manager.subset_hook_caller(
         hook_name, remove_plugins=[other.plugin for other in impls if other is not impl]))
         for impl in impls]
+
+
+def implementations(hook_name: str) -> list[tuple[str, Any]]:
+    """`_one_by_one` for the loaded plugins: what `coral --help` needs to add the plugins'
+    commands, without collecting (and so importing) every factory."""
+    return _one_by_one(_loaded()[0], hook_name)
 
 
 @functools.lru_cache(maxsize=1)

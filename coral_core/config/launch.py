@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from coral_core import plugins
 from coral_core.config import experiment as configuration
@@ -34,9 +34,10 @@ PLACES: dict[str, tuple[str, ...]] = {
 RELOCATING = ("data_dir", "base_url")
 
 
-def plugin_flags() -> dict[str, RunFlag]:
+def plugin_flags(taken: Collection[str] = ()) -> dict[str, RunFlag]:
     """The `coral run` flags plugins registered, by name; one that is not a RunFlag, or
-    that takes a name Coral's own flags have, is an error naming its plugin."""
+    that takes a name Coral's own flags have (or one of the options in `taken`, the
+    command's others), is an error naming its plugin."""
     found = {}
     for name, entry in plugins.registry().entries["run_flags"].items():
         flag = entry.factory
@@ -44,7 +45,7 @@ def plugin_flags() -> dict[str, RunFlag]:
                 or len(flag.path) < 2 or not all(isinstance(p, str) for p in flag.path):
             raise UserError(f"plugin '{entry.plugin}' registered run flag '{name}' that is "
                             "not a RunFlag(path, kind int/float/str, help, ...)")
-        if name in PLACES:  # (the command's other options: cli/run.py checks those)
+        if name in PLACES or flag_name(name) in taken:
             raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin "
                                        f"'{entry.plugin}' cannot add it (disable the plugin "
                                        "with CORAL_DISABLE_PLUGINS)")
