@@ -42,6 +42,7 @@ LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extr
 	tests/test_runtime_objective.py tests/test_worker_death.py tests/test_evaluate_cli.py \
 	tests/test_humaneval_upstream.py tests/test_fim_linear.py \
 	tests/test_mutation_hostile.py::test_a_forked_helper_holding_the_pipe_changes_nothing \
+	tests/test_mutation_layouts.py::test_a_package_layouts_verdicts_equal_cosmic_rays \
 	tests/test_mutation_hostile.py::test_no_process_a_test_starts_outlives_the_run \
 	tests/test_testgen.py::test_a_good_suite_passes_reveals_covers_and_kills \
 	tests/test_testgen.py::test_a_suite_that_never_finishes_is_timed_out \

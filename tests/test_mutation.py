@@ -128,7 +128,7 @@ def verdicts(path: Path) -> dict:
 
     with use_db(str(path), WorkDB.Mode.open) as db:
         return {(Path(i.mutations[0].module_path).name, i.mutations[0].operator_name,
-                 i.mutations[0].occurrence): r.test_outcome.value
+                 i.mutations[0].occurrence): (r.test_outcome or r.worker_outcome).value
                 for i, r in db.completed_work_items}
 
 
@@ -204,7 +204,7 @@ def test_a_mutants_timeout_is_cpu_time_which_load_does_not_stretch(tmp_path):
     def mutant(factor: int, test: str, cpu_limit: float) -> dict:
         return worker.ask({"op": "mutant", "id": test, "mode": "swap",
                            "source": f"def work(seconds):\n    return seconds * {factor}\n",
-                           "functions": ["work"], "tests": [f"test_calc.py::{test}"],
+                           "tests": [f"test_calc.py::{test}"],
                            "timeout": 60.0, "cpu_limit": cpu_limit})
 
     hogs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"])
@@ -367,7 +367,9 @@ def test_an_interrupted_run_is_one_line(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
-    assert stderr.strip().splitlines() == ["coral: error: interrupted"], stderr
+    assert stderr.strip().splitlines() == [
+        "coral: interrupted; resume with: coral mutation run --module calc.py --tests "
+        "test_calc.py --session s.sqlite --workers 2 --resume"], stderr
 
 
 def test_skip_mutation_reports_unavailable(tmp_path):
@@ -406,3 +408,59 @@ def test_intervals_cr_rate_and_corrected():
     assert summary["mutation_uncertainty"] == pytest.approx(spread * (1 - 0.5), abs=1e-3)
     assert summary["mutation_uncertainty_fpc"] == pytest.approx(spread * 0.75 ** 0.5, abs=1e-3)
     assert summary["mutation_score"] == pytest.approx(60.0)
+
+
+def test_an_existing_session_is_resumed_or_started_over_never_replaced_silently(tmp_path):
+    root = project(tmp_path)
+    args = ("mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+            "--session", "s.sqlite")
+    first = coral(root, *args, "--lines", "5-6")
+    assert first.returncode == 0, first.stderr
+    before = verdicts(root / "s.sqlite")
+    again = coral(root, *args, "--lines", "5-6")
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines() == [
+        "coral: error: s.sqlite holds a mutation session already: --resume continues it, "
+        "--fresh starts it over"]
+    assert verdicts(root / "s.sqlite") == before  # untouched
+    changed = coral(root, *args, "--lines", "5-7", "--resume")
+    assert changed.returncode == 2 and "lines differs" in changed.stderr
+    both = coral(root, *args, "--resume", "--fresh")
+    assert both.returncode == 2 and "exclude each other" in both.stderr
+    fresh = coral(root, *args, "--fresh", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout)["counts"]["skipped"] == 0
+
+
+def test_mutants_left_out_are_skipped_with_their_reason(tmp_path):
+    marked = MODULE.replace("    if x > high:\n", "    if x > high:  # pragma: no mutate\n")
+    root = project(tmp_path, marked)
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--exclude-operator", "core/NumberReplacer", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["mutants"]
+    reasons = {(row["line"], row["operator"].startswith("core/NumberReplacer")): row["reason"]
+               for row in rows if row["verdict"] == "skipped"}
+    assert reasons and all(row["verdict"] == "skipped" for row in rows
+                           if row["line"] == 5 or row["operator"] == "core/NumberReplacer")
+    assert {reason for reason in reasons.values()} == {
+        "pragma: no mutate", "operator excluded (--exclude-operator)"}
+    assert any(row["verdict"] in ("killed", "survived") for row in rows)
+    bad = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                "--operator", "core/(")
+    assert bad.returncode == 2 and "--operator 'core/(' is not a regular expression" \
+        in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_report_lists_survivors_with_their_diff_in_80_columns(tmp_path):
+    root = project(tmp_path)
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--survivors", "3")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("surviving mutants ("))
+    listed = [line for line in lines[start + 1:] if line.startswith("  calc.py:")]
+    assert len(listed) == 3 and "... and" in done.stdout
+    assert any(line.startswith("    - ") for line in lines[start:])
+    assert any(line.startswith("    + ") for line in lines[start:])
+    assert all(len(line) <= 80 for line in lines[start:-1])  # the session path may be long

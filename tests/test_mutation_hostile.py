@@ -263,7 +263,8 @@ def test_helper():
     assert clamp(50) == 10
 '''
     plain = project(tmp_path / "plain", MODULE, TESTS)
-    forking = project(tmp_path / "forking", MODULE, TESTS + helper)
+    # first in the file: each mutant's run stops at its first failing test (`pytest -x`)
+    forking = project(tmp_path / "forking", MODULE, helper + TESTS)
     try:
         done = run_coral(forking, "--json")
         assert done.returncode == 0, done.stderr

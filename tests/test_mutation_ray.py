@@ -57,12 +57,18 @@ def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
                             session_path=local / "s.sqlite", workers=2, project=local)
     killed = []
 
-    def progress(plan, result) -> None:
-        if not killed and result.output != "no test covers it":
-            names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                           if a["name"].startswith("coral-mutation-"))
-            ray.kill(ray.get_actor(names[0], namespace="coral"))
-            killed.append(names[0])
+    class Killer:
+        def start(self, total: int, done: int) -> None:
+            pass
+
+        def advance(self, plan, result) -> None:
+            if not killed and result.output != "no test covers it":
+                names = sorted(a["name"] for a in ray.util.list_named_actors(
+                    all_namespaces=True) if a["name"].startswith("coral-mutation-"))
+                ray.kill(ray.get_actor(names[0], namespace="coral"))
+                killed.append(names[0])
+
+    progress = Killer()
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

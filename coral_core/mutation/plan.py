@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from coral_core import parsing
+from coral_core.mutation.filters import MutantFilter
 
 MIN_TIMEOUT = 2.0       # seconds: the floor of a relative timeout
 RELATIVE_FACTOR = 10.0  # a mutant may run this many times the baseline of its tests
@@ -39,6 +40,7 @@ class Plan:
     operator: str
     occurrence: int
     line: int
+    skip: str | None = None            # left out by a filter (filters.py): skipped
     source: str | None = None          # None: no mutation was possible (cosmic-ray's no-test)
     error: str | None = None           # cosmic-ray's mutation machinery raised: incompetent
     compiles: bool = True              # a mutant that does not compile is killed by collection
@@ -73,6 +75,26 @@ def function_bodies(source: str) -> list[tuple[int, int, str]]:
     return found
 
 
+def statement_lines(source: str) -> dict[int, tuple[int, int]]:
+    """{line: (first, last)} of the innermost statement whose head holds the line (a simple
+    statement's every line; a compound one's up to its body). A line tracer may report a
+    statement on one of its lines only (CPython puts no line event on `if not (` when the
+    `not` is folded into the jump), so a mutant counts as reached when any line of its
+    statement's head ran."""
+    spans: dict[int, tuple[int, int]] = {}
+    for node in ast.walk(parsing.parse(source)):
+        if not isinstance(node, ast.stmt):
+            continue
+        body = getattr(node, "body", None)
+        last = body[0].lineno - 1 if isinstance(body, list) and body else node.end_lineno
+        last = max(node.lineno, last or node.lineno)
+        for line in range(node.lineno, last + 1):
+            known = spans.get(line)
+            if known is None or known[1] - known[0] > last - node.lineno:
+                spans[line] = (node.lineno, last)
+    return spans
+
+
 def _diff(original: str, mutated: str, path: str) -> str:
     lines = ["--- mutation diff ---"] + list(difflib.unified_diff(
         original.split("\n"), mutated.split("\n"), fromfile="a/" + path, tofile="b/" + path,
@@ -83,13 +105,16 @@ def _diff(original: str, mutated: str, path: str) -> str:
 def make_plans(items: list, source: str, collect_lines: set[int],
                baseline: dict[str, dict], mode: str, suite_seconds: float,
                disk_tests: frozenset[str] | set[str] = frozenset(), all_exact: bool = False,
-               startup: tuple[float, float] = (0.0, 0.0)) -> list[Plan]:
+               startup: tuple[float, float] = (0.0, 0.0),
+               keep: MutantFilter | None = None) -> list[Plan]:
     """One Plan per work item. `disk_tests`, `all_exact`: what the audit hook saw (see the
-    module's docstring); `startup`: a worker's start-up (CPU seconds, seconds)."""
+    module's docstring); `startup`: a worker's start-up (CPU seconds, seconds); `keep`: which
+    mutants to run (the others are skipped)."""
     import cosmic_ray.plugins
     from cosmic_ray.mutating import mutate_code
 
     bodies = function_bodies(source)
+    spans = statement_lines(source)
     order = list(baseline)
     memory = [test for test in order if test not in disk_tests]
     disk = [test for test in order if test in disk_tests]
@@ -98,6 +123,10 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         spec = item.mutations[0]
         plan = Plan(item.job_id, spec.operator_name, spec.occurrence, spec.start_pos[0])
         plans.append(plan)
+        if keep is not None:
+            plan.skip = keep.reason(spec.operator_name, spec.start_pos[0], spec.end_pos[0])
+            if plan.skip:
+                continue
         try:
             operator = cosmic_ray.plugins.get_operator(spec.operator_name)(
                 **(spec.operator_args or {}))
@@ -121,13 +150,14 @@ def make_plans(items: list, source: str, collect_lines: set[int],
             plan.cpu_limit, plan.timeout = plan.exact["cpu_limit"], plan.exact["timeout"]
             continue
         rows = set(range(spec.start_pos[0], spec.end_pos[0] + 1))
+        reach = rows.union(*(range(spans[r][0], spans[r][1] + 1) for r in rows if r in spans))
         inside = [b for b in bodies if all(b[0] <= row <= b[1] for row in rows)]
-        if not inside or rows & collect_lines:
+        if not inside or reach & collect_lines:
             plan.mode, plan.tests = "reload", (memory if disk else None)
             selected = memory
         else:
             plan.functions = [inside[0][2]]
-            selected = [test for test in memory if rows & baseline[test]["lines"]]
+            selected = [test for test in memory if reach & baseline[test]["lines"]]
             plan.mode, plan.tests = ("swap", selected) if selected else ("uncovered", [])
         if mode == "seed":
             plan.timeout = max(10.0, 1.5 * suite_seconds)

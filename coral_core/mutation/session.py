@@ -86,14 +86,14 @@ class Session:
                                  [(k, json.dumps(v)) for k, v in values.items()])
 
     # -- work ------------------------------------------------------------------------------
-    def init(self, module: Path) -> None:
-        """Clear the session and enumerate cosmic-ray's mutants of `module` (its `init`)."""
+    def init(self, modules: list[Path]) -> None:
+        """Clear the session and enumerate cosmic-ray's mutants of `modules` (its `init`)."""
         import cosmic_ray.commands
 
         with self.sql:
             for table in ("coral_meta", "coral_mutants", "coral_kills", "coral_baseline"):
                 self.sql.execute(f"DELETE FROM {table}")
-        cosmic_ray.commands.init([module], self.db, {})
+        cosmic_ray.commands.init(list(modules), self.db, {})
 
     def items(self) -> list:
         return list(self.db.work_items)

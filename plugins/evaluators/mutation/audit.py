@@ -9,7 +9,9 @@ those tests decide to the exact path (the mutant written into a copy of the proj
 
 Events are appended to a file that forked processes share (a helper forked by a test that
 later starts a process is seen too); opens during the worker's collection that are the
-module's own first import are judged once collection ends (`judge`).
+module's own first import are judged once collection ends (`judge`). A process that a
+library starts before any test with no code of the project on its stack (a plugin reading
+version control for its report) is a plugin's own business, not a test's.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Audit:
         self.warnings = os.path.realpath(sys.modules["warnings"].__file__)
         self.quiet: tuple[str, ...] = ()
         self.tools = {os.path.join(self.stdlib, name) for name in TOOLS}
+        self.project = os.path.realpath(os.getcwd()) + os.sep
+        self._own: dict[str, bool] = {}
 
     def install(self) -> None:
         import _pytest
@@ -103,11 +107,14 @@ class Audit:
         elif event in PROCESS_EVENTS:
             self._busy = True
             try:
-                frame = sys._getframe(1)
+                frame, own = sys._getframe(1), False
                 while frame is not None:
                     if frame.f_code.co_filename in self.tools:
                         return
+                    own = own or self._project_code(frame.f_code.co_filename)
                     frame = frame.f_back
+                if self.phase == "collect" and not own:
+                    return  # a plugin's housekeeping before any test (pytest-benchmark's git)
                 if event in ("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn"):
                     what = _words(args[1])
                 else:
@@ -115,6 +122,17 @@ class Audit:
                 self.report(f"started a process ({what})")
             finally:
                 self._busy = False
+
+    def _project_code(self, filename: str) -> bool:
+        """Code of the project (its tests, conftest files, modules), not of a library
+        installed in or beside it."""
+        known = self._own.get(filename)
+        if known is None:
+            real = os.path.realpath(filename)  # "<frozen runpy>" is not a file of the project
+            known = os.path.isabs(filename) and real.startswith(self.project) \
+                and "site-packages" not in real and "dist-packages" not in real
+            self._own[filename] = known
+        return known
 
     def _open(self, path: str, mode) -> None:
         real = os.path.realpath(path)

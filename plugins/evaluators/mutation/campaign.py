@@ -10,14 +10,17 @@ import random
 import threading
 import time
 import tokenize
+from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 from coral_core.errors import UserError
 from coral_core.files.fileio import read_bytes
 
 from coral_core.mutation import skip_requested
+from coral_core.mutation.filters import MutantFilter, pragma_lines
 from coral_core.mutation.plan import Plan, make_plans
-from .workers import WorkerDied, WorkerProcess, start_worker
+from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.session import Session, digest
 
@@ -37,6 +40,8 @@ def _result(plan: Plan, reply: dict | None):
     """cosmic-ray's WorkResult for a plan and the worker's reply, with the kill list."""
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
+    if plan.skip is not None:
+        return WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=plan.skip), []
     if plan.error is not None:
         return WorkResult(worker_outcome=WorkerOutcome.EXCEPTION, output=plan.error,
                           test_outcome=TestOutcome.INCOMPETENT), []
@@ -65,26 +70,44 @@ def _result(plan: Plan, reply: dict | None):
                       diff=plan.diff), kills
 
 
-def run_mutation(module: Path, tests: list[Path], session_path: Path | None = None,
+class Progress(Protocol):
+    """What a display is told: the mutants in the run (and how many a resumed session had
+    done), then each verdict as it is committed."""
+
+    def start(self, total: int, done: int) -> None: ...
+
+    def advance(self, plan: Plan, result) -> None: ...
+
+
+def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Path | None = None,
                  workers: int | None = None, timeout_mode: str = "relative",
                  resume: bool = False, sample: float | None = None, seed: int = 0,
-                 project: Path | None = None, progress=None, executor: str = "local",
-                 ray_address: str = "") -> dict:
-    """Mutation-test `module` with `tests`; returns the summary (see docs/mutation.md).
-    executor "ray": the workers are Ray actors (remote.py), on a local Ray or the cluster
-    at `ray_address`."""
+                 project: Path | None = None, progress: Progress | None = None,
+                 executor: str = "local", ray_address: str = "", fresh: bool = False,
+                 keep: MutantFilter | None = None) -> dict:
+    """Mutation-test `module` (a file, a folder of them, or a list of both) with `tests`;
+    returns the summary (see docs/mutation.md). executor "ray": the workers are Ray actors
+    (remote.py), on a local Ray or the cluster at `ray_address`. An existing session is
+    continued with `resume` or replaced with `fresh`, never silently. `keep`: which mutants
+    run (the rest are skipped)."""
     if executor not in ("local", "ray"):
         raise UserError(f"--executor must be local or ray, not '{executor}'")
     if timeout_mode not in ("relative", "seed"):
         raise UserError(f"--timeout-mode must be relative or seed, not '{timeout_mode}'")
     if sample is not None and not 0 < sample <= 1:
         raise UserError(f"--sample must be a fraction in (0, 1], not {sample}")
+    if resume and fresh:
+        raise UserError("--resume and --fresh exclude each other")
     project = (project or Path.cwd()).resolve()
-    module_abs = _inside(module, project, "module")
-    if module_abs.suffix != ".py":
-        raise UserError(f"module {module} is not a Python file")
-    raw = read_bytes(module_abs, limit=MODULE_BYTES, what="module")  # a FIFO is refused
+    given = list(module) if isinstance(module, (list, tuple)) else [module]
+    if not given:
+        raise UserError("no module to mutate: give --module (or [tool.coral.mutation] module)")
     test_paths = [_inside(t, project, "tests") for t in tests]
+    found = modules_of([_inside(m, project, "module") for m in given], test_paths)
+    if not found:
+        raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
+    sources = {Path(os.path.relpath(path, project)): _source(path, path.relative_to(project))
+               for path in found}
     if skip_requested():  # after the paths: a wrong one is still an error
         return unavailable("SKIP_MUTATION=true")
     try:
@@ -92,26 +115,20 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
     except ImportError:
         raise UserError("cosmic-ray is not installed: pip install 'coral-engine[mutation]'") \
             from None
-    rel_module = Path(os.path.relpath(module_abs, project))
+    rel_modules = list(sources)
     rel_tests = [os.path.relpath(t, project) for t in test_paths]
-    session_path = Path(session_path or (project / f"{rel_module.stem}.mutation.sqlite"))
+    name = Path(given[0]).stem or project.name
+    session_path = Path(session_path or (project / f"{name}.mutation.sqlite"))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
-    try:  # its coding line and BOM, as cosmic-ray reads it
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        source = raw.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        raise UserError(f"module {module} is not text in the encoding it declares (UTF-8 "
-                        "unless a coding line says otherwise)") from None
-    try:
-        compile(source, str(module_abs), "exec")
-    except SyntaxError as error:
-        raise UserError(f"module {module} does not parse: {error.msg} (line {error.lineno})") \
-            from None
+    keep = keep or MutantFilter()
     workers = max(1, workers or os.cpu_count() or 1)
-    meta_now = {"module": str(rel_module), "module_sha256": digest(module_abs),
+    one = len(rel_modules) == 1
+    meta_now = {"module": str(rel_modules[0]) if one else [str(m) for m in rel_modules],
+                "module_sha256": digest(project / rel_modules[0]) if one else
+                {str(m): digest(project / m) for m in rel_modules},
                 "tests": rel_tests, "timeout_mode": timeout_mode, "sample": sample,
-                "seed": seed,
+                "seed": seed, **keep.meta(),
                 "test_command": "python -m pytest " + " ".join(rel_tests)}
     spawn, shutdown = start_worker, None
     if executor == "ray":  # joined before anything is written: an unreachable cluster is 2
@@ -119,38 +136,88 @@ def run_mutation(module: Path, tests: list[Path], session_path: Path | None = No
 
         spawn, shutdown = ray_spawner(project, {session_path.resolve()}, ray_address)
     try:
-        return _session_run(session_path, resume, meta_now, rel_module, rel_tests, source,
-                            workers, timeout_mode, sample, seed, project, progress, spawn)
+        return _session_run(session_path, resume, fresh, meta_now, sources, rel_tests,
+                            workers, timeout_mode, sample, seed, project, progress, spawn,
+                            keep)
     finally:
         if shutdown is not None:
             shutdown()
 
 
-def _session_run(session_path: Path, resume: bool, meta_now: dict, rel_module: Path,
-                 rel_tests: list[str], source: str, workers: int, timeout_mode: str, sample,
-                 seed: int, project: Path, progress, spawn) -> dict:
+def modules_of(paths: list[Path], tests: list[Path]) -> list[Path]:
+    """The Python files to mutate: each file given, and every `.py` file under each folder
+    given (as cosmic-ray's module-path), less tests (files under --tests, conftest.py,
+    test_*.py, *_test.py), caches and hidden folders."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            for candidate in sorted(path.rglob("*.py")):
+                parts = candidate.relative_to(path).parts
+                if any(part.startswith(".") or part == "__pycache__" for part in parts):
+                    continue
+                if candidate.name == "conftest.py" or candidate.name.startswith("test_") \
+                        or candidate.name.endswith("_test.py"):
+                    continue
+                if any(candidate == t or t in candidate.parents for t in tests):
+                    continue
+                found.append(candidate)
+        elif path.suffix != ".py":
+            raise UserError(f"module {path} is not a Python file")
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def _source(path: Path, shown: Path) -> str:
+    """The module's text as Python and cosmic-ray read it (its coding line, a BOM); one line
+    for a module that is not text or does not parse."""
+    raw = read_bytes(path, limit=MODULE_BYTES, what="module")  # a FIFO is refused
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        source = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        raise UserError(f"module {shown} is not text in the encoding it declares (UTF-8 "
+                        "unless a coding line says otherwise)") from None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as error:
+        raise UserError(f"module {shown} does not parse: {error.msg} (line {error.lineno})") \
+            from None
+    return source
+
+
+def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
+                 sources: dict[Path, str], rel_tests: list[str], workers: int,
+                 timeout_mode: str, sample, seed: int, project: Path, progress, spawn,
+                 keep: MutantFilter) -> dict:
     created = not session_path.exists()
     session = Session(session_path)
     try:
+        if not resume and not fresh and session.meta():
+            raise UserError(f"{session_path} holds a mutation session already: --resume "
+                            "continues it, --fresh starts it over")
         if resume:
             meta = session.meta()
             if not meta:
                 raise UserError(f"{session_path} holds no Coral mutation session to resume")
-            keys = ("module", "module_sha256", "tests", "timeout_mode", "sample", "seed")
-            changed = [k for k in keys if meta.get(k) != meta_now[k]]
+            keys = ("module", "module_sha256", "tests", "timeout_mode", "sample", "seed",
+                    "operators", "exclude_operators", "lines")
+            filters = ("operators", "exclude_operators", "lines")  # none before they existed
+            changed = [k for k in keys
+                       if meta.get(k, meta_now[k] if k in filters else None) != meta_now[k]]
             if changed:
                 raise UserError(f"cannot resume {session_path}: {changed[0]} differs from the "
-                                "session's (start a new session without --resume)")
+                                "session's (--fresh starts it over)")
         else:
             cwd = os.getcwd()
             os.chdir(project)
             try:
-                session.init(rel_module)
+                session.init(list(sources))
             finally:
                 os.chdir(cwd)
             session.set_meta(meta_now)
-        return _execute(session, rel_module, rel_tests, source, workers, timeout_mode,
-                        sample, seed, project, progress, spawn)
+        return _execute(session, sources, rel_tests, workers, timeout_mode, sample, seed,
+                        project, progress, spawn, keep)
     except UserError:
         if created and not session.done():  # refused before a verdict: leave nothing
             session.close()
@@ -161,22 +228,53 @@ def _session_run(session_path: Path, resume: bool, meta_now: dict, rel_module: P
         session.close()
 
 
-def _execute(session: Session, module: Path, tests: list[str], source: str, workers: int,
+def _key(item) -> tuple:
+    spec = item.mutations[0]
+    return (str(spec.module_path), spec.operator_name, spec.occurrence)
+
+
+def _execute(session: Session, sources: dict[Path, str], tests: list[str], workers: int,
              timeout_mode: str, sample, seed: int, project: Path, progress,
-             spawn=start_worker) -> dict:
+             spawn=start_worker, keep: MutantFilter | None = None) -> dict:
     started = time.perf_counter()
-    items = session.items()
-    keyed = sorted(items, key=lambda i: (i.mutations[0].operator_name, i.mutations[0].occurrence))
+    keyed = sorted(session.items(), key=_key)
     if sample is not None:
         count = max(1, round(sample * len(keyed)))
-        keyed = sorted(random.Random(seed).sample(keyed, count),
-                       key=lambda i: (i.mutations[0].operator_name, i.mutations[0].occurrence))
+        keyed = sorted(random.Random(seed).sample(keyed, count), key=_key)
     done = session.done()
     pending = [item for item in keyed if item.job_id not in done]
-    if not pending:
-        return report(session, time.perf_counter() - started, sample_size=len(keyed))
+    if progress:
+        progress.start(len(keyed), len(keyed) - len(pending))
+    for module, source in sources.items():
+        mine = [item for item in pending if Path(item.mutations[0].module_path) == module]
+        if mine:
+            own = replace(keep or MutantFilter(), pragma=pragma_lines(source))
+            _module_run(session, module, mine, source, tests, workers, timeout_mode, project,
+                        progress, spawn, own, several=len(sources) > 1)
+    return report(session, time.perf_counter() - started, sample_size=len(keyed))
+
+
+def _module_run(session: Session, module: Path, pending: list, source: str, tests: list[str],
+                workers: int, timeout_mode: str, project: Path, progress, spawn,
+                keep: MutantFilter, several: bool) -> None:
+    """One module's mutants, by a pool of workers warmed for that module. In a session of
+    several modules, one the tests never import is not an error: no test reaches its
+    mutants (cosmic-ray's tests would pass on each: survived)."""
     pytest_args = list(tests)
-    first = spawn(module, pytest_args, project)
+    try:
+        first = spawn(module, pytest_args, project)
+    except NotImported:
+        if not several:
+            raise
+        for plan in make_plans(pending, source, set(), {}, timeout_mode, 0.0, keep=keep):
+            if plan.skip is None and plan.error is None and plan.source is not None \
+                    and plan.compiles:
+                plan.mode, plan.tests = "uncovered", []
+            result, kills = _result(plan, None)
+            session.record(plan.job_id, result, 0.0, plan.mode, 0, False, kills)
+            if progress:
+                progress.advance(plan, result)
+        return
     pool: list[WorkerProcess] = [first]
     try:
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
@@ -192,27 +290,33 @@ def _execute(session: Session, module: Path, tests: list[str], source: str, work
         suite_seconds = first.startup_seconds + baseline_reply["seconds"]
         disk_tests, all_exact, reasons = exact_reasons(
             first.hello.get("disk", []), baseline_reply.get("disk", []), project / module)
+        if several:  # one session, several modules: each module's reasons, named
+            before = session.meta()
+            reasons = list(dict.fromkeys(before.get("exact_reasons", []) + [
+                f"{module}: {reason}" for reason in reasons]))[:20]
+            all_exact = all_exact or bool(before.get("exact_all"))
+            disk_tests |= set(before.get("exact_tests", []))
         session.set_meta({"exact_reasons": reasons, "exact_all": all_exact,
                           "exact_tests": sorted(disk_tests)})
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
                            timeout_mode, suite_seconds, disk_tests, all_exact,
-                           (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds))
-        runnable = [p for p in plans if p.error is None and p.source is not None
-                    and p.compiles and p.mode != "uncovered"]
+                           (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds),
+                           keep)
+        runnable = [p for p in plans if p.skip is None and p.error is None
+                    and p.source is not None and p.compiles and p.mode != "uncovered"]
         runnable.sort(key=lambda p: -(p.cpu_limit or p.timeout))  # long first: better packing
         for plan in plans:
             if plan not in runnable:
                 result, kills = _result(plan, None)
                 session.record(plan.job_id, result, 0.0, plan.mode, 0, False, kills)
                 if progress:
-                    progress(plan, result)
+                    progress.advance(plan, result)
         for _ in range(min(workers, len(runnable)) - 1):
             pool.append(spawn(module, pytest_args, project))
         _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
     finally:
         for worker in pool:
             worker.close()
-    return report(session, time.perf_counter() - started, sample_size=len(keyed))
 
 
 def _dispatch(session, plans, pool, module, pytest_args, project, progress,
@@ -230,8 +334,7 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
             except queue.Empty:
                 return
             request = {"op": "mutant", "id": plan.job_id, "mode": plan.mode,
-                       "source": plan.source, "functions": plan.functions,
-                       "tests": plan.tests, "timeout": plan.timeout,
+                       "source": plan.source, "tests": plan.tests, "timeout": plan.timeout,
                        "cpu_limit": plan.cpu_limit, "exact": plan.exact,
                        "recheck": plan.recheck}
             try:
@@ -270,7 +373,7 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                            len(ran) if ran is not None else -1,
                            bool(reply.get("timeout")), kills)
             if progress:
-                progress(plan, result)
+                progress.advance(plan, result)
         if seen:
             reasons = session.meta().get("exact_reasons", [])
             session.set_meta({"exact_reasons": list(dict.fromkeys(reasons + seen))[:20]})
@@ -329,7 +432,9 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
                      "operator": spec.operator_name, "occurrence": spec.occurrence,
                      "line": spec.start_pos[0], "verdict": verdict, "detail": verdict_detail,
                      "seconds": round(row[0], 4) if row[0] is not None else -1,
-                     "mode": row[1] or "", "killed_by": sorted(killers.get(item.job_id, []))})
+                     "mode": row[1] or "", "killed_by": sorted(killers.get(item.job_id, [])),
+                     "diff": (result.diff or "") if result is not None else "",
+                     "reason": (result.output or "") if verdict == "skipped" else ""})
     summary["mutants"] = rows
     baseline_tests = [r[0] for r in session.sql.execute("SELECT test FROM coral_baseline")]
     killing = {test for tests in killers.values() for test in tests}

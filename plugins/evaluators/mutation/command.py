@@ -4,6 +4,7 @@ coral_register_commands."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -29,24 +30,26 @@ def _line(summary: dict) -> str:
 
 @app.command("run", cls=CoralCommand)
 def run(
-    module: Path = typer.Option(..., "--module", metavar="PATH",
-                                help="The module to mutate (inside the current folder)."),
-    tests: List[Path] = typer.Option(..., "--tests", metavar="PATH",
+    module: List[Path] = typer.Option(
+        [], "--module", metavar="PATH",
+        help="A module to mutate, or a folder of them (repeatable; inside the current folder)."),
+    tests: List[Path] = typer.Option([], "--tests", metavar="PATH",
                                      help="Test file or folder (repeatable)."),
     session: Optional[Path] = typer.Option(
         None, "--session", metavar="FILE.sqlite",
         help="The session: a cosmic-ray WorkDB (default MODULE.mutation.sqlite here)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
                                           help="Parallel workers (default: CPU count)."),
-    timeout_mode: str = typer.Option(
-        "relative", "--timeout-mode", metavar="relative|seed", show_default=True,
-        help="Per-mutant timeout: from each test's baseline time, or the seed's "
+    timeout_mode: Optional[str] = typer.Option(
+        None, "--timeout-mode", metavar="relative|seed",
+        help="Per-mutant timeout: from each test's baseline time (default), or the seed's "
              "max(10 s, 1.5 x suite time)."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue the session; finished mutants are not redone."),
     sample: Optional[float] = typer.Option(
         None, "--sample", metavar="FRACTION", help="Run a seeded random fraction of mutants."),
-    seed: int = typer.Option(0, "--seed", metavar="S", help="Seed for --sample."),
+    seed: Optional[int] = typer.Option(None, "--seed", metavar="S",
+                                       help="Seed for --sample (default 0)."),
     as_json: bool = typer.Option(False, "--json", help="Print only the JSON summary."),
     executor: str = typer.Option(
         "local", "--executor", metavar="local|ray", show_default=True,
@@ -54,31 +57,71 @@ def run(
     ray_address: str = typer.Option(
         "", "--ray-address", metavar="ADDR",
         help="With --executor ray: the cluster to join (default: start a local Ray)."),
+    fresh: bool = typer.Option(False, "--fresh",
+                               help="Start an existing session over (its verdicts are lost)."),
+    operator: List[str] = typer.Option(
+        [], "--operator", metavar="REGEX",
+        help="Run only operators matching (from the start of the name; repeatable)."),
+    exclude_operator: List[str] = typer.Option(
+        [], "--exclude-operator", metavar="REGEX",
+        help="Leave out operators matching (repeatable), e.g. core/NumberReplacer."),
+    lines: Optional[str] = typer.Option(
+        None, "--lines", metavar="RANGES",
+        help="Only mutants starting on these lines, e.g. 10-40,55."),
+    survivors: Optional[int] = typer.Option(
+        None, "--survivors", metavar="N",
+        help="List at most N surviving mutants with their diff (default 20; 0: none, -1: all)."),
 ) -> None:
-    """Mutation-test MODULE with TESTS; every verdict is committed as it completes."""
+    """Mutation-test MODULE with TESTS; every verdict is committed as it completes.
+    Options may live in pyproject.toml's [tool.coral.mutation]; a flag wins over it."""
+    from coral_core.errors import UserError
+    from coral_core.mutation.filters import MutantFilter, parse_lines
+    from coral_core.mutation.project_config import as_list, read_options
+
     from .campaign import run_mutation
+    from .display import MutationBar, resume_command, survivor_lines
 
     if as_json:
         reserve_stdout()  # the tests under mutation may print: never onto the document
+    kept = read_options(Path.cwd())
+
+    def pick(given, key: str, default=None):
+        return given if given not in (None, []) else kept.get(key, default)
+
+    modules = [Path(m) for m in as_list(pick(module, "module"))]
+    test_paths = [Path(t) for t in as_list(pick(tests, "tests"))]
+    if not modules or not test_paths:
+        missing = "--module" if not modules else "--tests"
+        raise UserError(f"{missing} is needed (or its key in pyproject.toml's "
+                        "[tool.coral.mutation])")
+    workers = pick(workers, "workers")
     if workers is not None and workers < 1:
-        from coral_core.errors import UserError
         raise UserError(f"--workers must be at least 1, not {workers}")
-    done = {"n": 0}
-
-    def progress(plan, result) -> None:
-        done["n"] += 1
-        if not as_json and sys.stderr.isatty():
-            sys.stderr.write(f"\r{done['n']} mutants done")
-            sys.stderr.flush()
-
-    summary = run_mutation(module, list(tests), session, workers, timeout_mode, resume,
-                           sample, seed, progress=progress, executor=executor,
-                           ray_address=ray_address)
+    session_path = pick(session, "session")
+    session_path = Path(session_path) if session_path is not None else None
+    keep = MutantFilter(tuple(as_list(pick(operator, "operators"))),
+                        tuple(as_list(pick(exclude_operator, "exclude-operators"))),
+                        parse_lines(pick(lines, "lines", "")))
+    bar = MutationBar(enabled=not as_json and sys.stderr.isatty())
+    try:
+        with bar:
+            summary = run_mutation(modules, test_paths, session_path, workers,
+                                   pick(timeout_mode, "timeout-mode", "relative"), resume,
+                                   pick(sample, "sample"), pick(seed, "seed", 0), progress=bar,
+                                   executor=executor, ray_address=ray_address, fresh=fresh,
+                                   keep=keep)
+    except KeyboardInterrupt:
+        chosen = session_path or Path(f"{modules[0].stem}.mutation.sqlite")
+        if not chosen.exists():
+            raise
+        sys.stdout.flush()  # every finished verdict is in the session: say how to go on
+        sys.stderr.write(f"coral: interrupted; resume with: {resume_command(sys.argv)}\n")
+        sys.stderr.flush()
+        os._exit(130)  # the workers are gone; no thread may hold the exit
+    survivors = pick(survivors, "survivors", 20)
     if as_json:
         print_json(summary)
         return
-    if sys.stderr.isatty():
-        sys.stderr.write("\n")
     if summary.get("skipped"):
         sys.stdout.write(f"mutation testing skipped ({summary['skipped']})\n")
         return
@@ -89,7 +132,6 @@ def run(
                          f"the project, as cosmic-ray does): {reasons[0]}"
                          + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else "")
                          + "\n")
-    quiet = summary.get("tests_killing_nothing") or []
-    if quiet:
-        sys.stdout.write(f"tests that kill no mutant: {', '.join(quiet)}\n")
+    for line in survivor_lines(summary, survivors):
+        sys.stdout.write(line + "\n")
     sys.stdout.write(f"session: {summary['session']} (cr-report / cr-html read it)\n")

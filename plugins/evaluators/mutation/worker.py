@@ -35,6 +35,7 @@ written.
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import linecache
 import os
@@ -49,7 +50,7 @@ import time
 
 import pytest
 
-from coral_plugins.evaluators.mutation import exact, procs
+from coral_plugins.evaluators.mutation import exact, inmemory, procs
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
 TRACE_ONLY = "__coral_mutation_target__"
@@ -101,67 +102,6 @@ def _send(fd: int, message: dict) -> None:
     data = (json.dumps(message) + "\n").encode()
     while data:
         data = data[os.write(fd, data):]
-
-
-def _qualname_map(module) -> dict[str, object]:
-    """{qualname: function} for the functions defined in `module` (classes walked, wrappers
-    such as staticmethod, classmethod, property and functools.wraps unwrapped)."""
-    found: dict[str, object] = {}
-    seen: set[int] = set()
-    filename = module.__file__
-
-    def add(value, depth=0):
-        if id(value) in seen or depth > 8:
-            return
-        seen.add(id(value))
-        if isinstance(value, (staticmethod, classmethod)):
-            add(value.__func__, depth + 1)
-        elif isinstance(value, property):
-            for part in (value.fget, value.fset, value.fdel):
-                if part is not None:
-                    add(part, depth + 1)
-        elif isinstance(value, type):
-            if getattr(value, "__module__", None) == module.__name__:
-                for item in vars(value).values():
-                    add(item, depth + 1)
-        elif hasattr(value, "__code__") and hasattr(value, "__qualname__"):
-            if value.__code__.co_filename == filename:
-                found.setdefault(value.__code__.co_qualname, value)
-            wrapped = getattr(value, "__wrapped__", None)
-            if wrapped is not None:
-                add(wrapped, depth + 1)
-        else:
-            wrapped = getattr(value, "__wrapped__", None)
-            if wrapped is not None:
-                add(wrapped, depth + 1)
-
-    for value in list(vars(module).values()):
-        add(value)
-    return found
-
-
-def _codes(code, out: dict[str, list]) -> dict[str, list]:
-    out.setdefault(code.co_qualname, []).append(code)
-    for const in code.co_consts:
-        if hasattr(const, "co_qualname"):
-            _codes(const, out)
-    return out
-
-
-def swap_in(module, source: str, qualnames: list[str]) -> bool:
-    """Give the live functions `qualnames` of `module` the code compiled from `source`.
-    False when that cannot be done faithfully (the caller then reloads instead)."""
-    live = _qualname_map(module)
-    new = _codes(compile(source, module.__file__, "exec"), {})
-    for name in qualnames:
-        target, codes = live.get(name), new.get(name, [])
-        if target is None or len(codes) != 1:
-            return False
-        if len(codes[0].co_freevars) != len(target.__code__.co_freevars):
-            return False
-    for name in qualnames:
-        live[name].__code__ = new[name][0]
-    return True
 
 
 class _Phases:
@@ -222,6 +162,8 @@ class Worker(_Phases):
         self.tracer = _Lines(self.module_path)
         self.collect_lines: set[int] = set()
         self.module = None
+        self.swap: inmemory.Swap | None = None
+        self.failed = False  # a failed report (a test's, or a subtest's) in this child
         self.items: list = []
         self.collect_errors: list[str] = []
         self.disk: list[str] = []  # why no mutant is proven in memory (collection)
@@ -236,6 +178,10 @@ class Worker(_Phases):
         if report.failed:
             text = str(report.longrepr).strip().splitlines()
             self.collect_errors.append(f"{report.nodeid}: {text[-1] if text else 'error'}")
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed and not hasattr(report, "wasxfail"):
+            self.failed = True  # what makes pytest's exit status 1: subtests' reports too
 
     def pytest_collection_finish(self, session):
         self.tracer.stop()
@@ -254,6 +200,10 @@ class Worker(_Phases):
             self.disk.append(f"the module is imported under {len(names)} names "
                              f"({', '.join(sorted(names))})")
         self.audit.on = False  # the worker's own reading of the module is not a test's
+        if self.module is not None:
+            with open(self.module_path, "rb") as handle:
+                text = importlib.util.decode_source(handle.read())
+            self.swap = inmemory.Swap(self.module.__file__, text)
         for path in (self.module_path, getattr(self.module, "__file__", None)):
             linecache.cache.pop(path, None)  # a test's inspect.getsource must open the file
 
@@ -463,31 +413,48 @@ class Worker(_Phases):
             return self.run_items(self.items, trace=True)
         wanted = request.get("tests")
         if request["mode"] == "swap":
-            if not swap_in(self.module, request["source"], request["functions"]):
+            if self.swap is None or not self._swap(request["source"]):
                 self.emit({"fallback": "reload"})
                 return self.reload(request)
             items = [item for item in self.items if wanted is None or item.nodeid in wanted]
-            return self.run_items(items, trace=False)
+            return self.run_items(items, trace=False, first=not request.get("every"))
         return self.reload(request)
 
-    def run_items(self, items: list, trace: bool) -> int:
-        from _pytest.runner import runtestprotocol
+    def _swap(self, source: str) -> bool:
+        """The mutant compiled under the warning filters that the import at collection had
+        (`filterwarnings = error` turns a SyntaxWarning of the mutant into an import error,
+        as in cosmic-ray's run); such a mutant is reloaded, to fail as that import does."""
+        from _pytest.warnings import catch_warnings_for_item
 
+        config = self.items[0].config if self.items else None
+        if config is None:
+            return self.swap.apply(source)
+        try:
+            with catch_warnings_for_item(config, ihook=config.hook, when="collect", item=None):
+                return self.swap.apply(source)
+        except Exception:  # noqa: B902 - a warning made an error: import it for real
+            return False
+
+    def run_items(self, items: list, trace: bool, first: bool = False) -> int:
+        """Run `items` through pytest's whole runtest protocol (its warning filters,
+        logging, subtests and plugins apply as in a plain run); with `first`, stop at the
+        first failing test, as `pytest -x` does."""
         failed = False
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
             tracer = _Lines(self.module_path) if trace else None
             begin, begin_cpu = time.perf_counter(), _cpu_tree()
             self.audit.test, self.audit.phase = item.nodeid, "start"
+            self.failed = False
             if tracer:
                 tracer.start()
             try:
-                reports = runtestprotocol(item, nextitem=nextitem, log=False)
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             finally:
                 if tracer:
                     tracer.stop()
             self.audit.phase = "between"
-            bad = any(report.failed for report in reports)
+            bad = self.failed
             failed = failed or bad
             event = {"test": item.nodeid, "failed": bad,
                      "seconds": time.perf_counter() - begin,
@@ -495,32 +462,22 @@ class Worker(_Phases):
             if tracer:
                 event["lines"] = sorted(tracer.lines)
             self.emit(event)
+            if bad and first:
+                break
         return 1 if failed else 0
 
     def reload(self, request: dict) -> int:
-        import types
-
-        project = os.path.realpath(os.getcwd())
-        name = self.module.__name__
-        for key, module in list(sys.modules.items()):
-            path = getattr(module, "__file__", None) or ""
-            if key != name and os.path.realpath(path).startswith(project + os.sep):
-                if "site-packages" not in path:
-                    del sys.modules[key]
-        fresh = types.ModuleType(name)
-        fresh.__file__ = self.module.__file__
-        fresh.__spec__ = getattr(self.module, "__spec__", None)
-        fresh.__package__ = getattr(self.module, "__package__", None)
-        sys.modules[name] = fresh
-        try:
-            exec(compile(request["source"], self.module.__file__, "exec"), fresh.__dict__)
-        except BaseException:  # noqa: B902 - an import error is a collection error: killed
-            return 2
+        """A fresh pytest session on the mutant: the project's modules forgotten, the module's
+        file served with the mutant's text, so everything imports as a new process would."""
+        inmemory.forget(os.getcwd())
+        inmemory.install_finder(self.module_path, request["source"])
         wanted = request.get("tests")
         args = list(self.pytest_args) if wanted is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(wanted)
         recorder = _Recorder(self)
-        code = pytest.main(args + ["-p", "no:cacheprovider"], plugins=[recorder])
+        extra = [] if request.get("every") else ["-x"]
+        self.audit.phase = "collect"  # until the first test: plugins' housekeeping is theirs
+        code = pytest.main(args + ["-p", "no:cacheprovider"] + extra, plugins=[recorder])
         return int(code)
 
     def close(self) -> None:

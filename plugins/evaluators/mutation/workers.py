@@ -23,6 +23,10 @@ class WorkerDied(RuntimeError):
     pass
 
 
+class NotImported(UserError):
+    """The tests never import the module: nothing reaches its mutants."""
+
+
 class WorkerProcess:
     """A pre-warmed pytest worker (see worker.py) for one module and its tests."""
 
@@ -118,7 +122,8 @@ def start_worker(module: Path, pytest_args: list[str], project: Path) -> WorkerP
     if "error" in hello:
         worker.close()
         if hello["error"] == "not-imported":
-            raise UserError(f"the tests never import {module} (nothing to mutate through them)")
+            raise NotImported(f"the tests never import {module} (nothing to mutate through "
+                              "them)")
         if hello["error"] == "collection":
             raise UserError(f"the tests or {module} do not import: {hello.get('detail', '')}")
         raise UserError(f"pytest could not run the tests (exit status {hello.get('exit')})")

@@ -83,7 +83,7 @@ def mutants_of(name: str, source: str) -> tuple[Mutant, ...]:
         path.write_text(source, encoding="utf-8")
         session = Session(Path(folder) / "mutants.sqlite")
         try:
-            session.init(path)
+            session.init([path])
             items = session.items()
         finally:
             session.close()

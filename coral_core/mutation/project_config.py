@@ -1,0 +1,58 @@
+"""`[tool.coral.mutation]` in a project's pyproject.toml: the options of `coral mutation run`
+kept with the project (as cosmic-ray keeps its config file and mutmut its `[tool.mutmut]`).
+A flag given on the command line wins over the file."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from coral_core.errors import UserError
+
+# key in the file: (type, whether a list of that type is also accepted)
+KEYS: dict[str, tuple[type, bool]] = {
+    "module": (str, True), "tests": (str, True), "session": (str, False),
+    "workers": (int, False), "timeout-mode": (str, False), "sample": (float, False),
+    "seed": (int, False), "operators": (str, True), "exclude-operators": (str, True),
+    "lines": (str, False), "survivors": (int, False),
+}
+
+
+def _typed(value: Any, kind: type, many: bool, where: str) -> Any:
+    if many and isinstance(value, list):
+        return [_typed(item, kind, False, where) for item in value]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        wanted = kind.__name__ + (f" or a list of {kind.__name__}" if many else "")
+        raise UserError(f"{where} must be {wanted}, not {value!r}")
+    return value
+
+
+def read_options(project: Path) -> dict[str, Any]:
+    """The table's options, typed ({} when the project has none); lists stay lists."""
+    path = project / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not valid TOML: {error}") from None
+    table = document.get("tool", {}).get("coral", {}).get("mutation", {})
+    if not isinstance(table, dict):
+        raise UserError(f"{path}: [tool.coral.mutation] must be a table")
+    options = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            known = ", ".join(sorted(KEYS))
+            raise UserError(f"{path}: [tool.coral.mutation] has no key '{key}' (known: {known})")
+        kind, many = KEYS[key]
+        options[key] = _typed(value, kind, many, f"{path}: [tool.coral.mutation] {key}")
+    return options
+
+
+def as_list(value: Any) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]

@@ -1,0 +1,151 @@
+"""Applying a mutant in memory, in a forked child of the worker, so that what the tests see is
+what they would see had the file been rewritten (as cosmic-ray rewrites it) and imported.
+
+- `Swap`: the mutant changes only code that had not run when the tests were collected. Its
+  code objects are paired with the original's (compiled from the same text as the import
+  was); every live function whose code changed, wherever it is referenced (a closure that a
+  decorator made at import, a method, `from mod import f`, a lambda in a dict), gets the
+  mutated code in place, the enclosing functions too (a closure made later is made from the
+  mutated code). When that cannot be proven faithful (the trees differ in shape, a changed
+  code object is shared, a generator made at import still holds the old code, a closure's
+  free variables differ, or no live function changes at all), the caller reloads instead.
+- `install_finder`: every module of the project is forgotten and the mutated source is
+  served by an import hook for the module's file, so a fresh pytest session imports the
+  package as Python would (its `__init__` importing the module, siblings importing each
+  other), the mutant compiled where the file would be read.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import types
+import warnings
+from typing import Iterable
+
+
+def _tree(code: types.CodeType) -> list[types.CodeType]:
+    return [const for const in code.co_consts if isinstance(const, types.CodeType)]
+
+
+def changed_codes(original: types.CodeType,
+                  mutated: types.CodeType) -> dict[types.CodeType, types.CodeType] | None:
+    """{original code: mutated code} for every code object the mutant changes, walking both
+    trees in step; None when they differ in shape or a changed code object is ambiguous."""
+    pairs: dict[types.CodeType, types.CodeType] = {}
+
+    def walk(old: types.CodeType, new: types.CodeType) -> bool:
+        if old == new:
+            return True
+        olds, news = _tree(old), _tree(new)
+        if len(olds) != len(news) or old.co_name != new.co_name:
+            return False
+        if not all(walk(a, b) for a, b in zip(olds, news)):
+            return False
+        if old in pairs and pairs[old] != new:
+            return False  # two equal code objects changed differently: whose is whose?
+        pairs[old] = new
+        return True
+
+    return pairs if walk(original, mutated) else None
+
+
+class Swap:
+    """The live code of one module file, found once after collection (in the worker)."""
+
+    def __init__(self, filename: str, source: str):
+        self.filename = filename
+        with warnings.catch_warnings():  # its warnings were the import's business
+            warnings.simplefilter("ignore")
+            self.original = compile(source, filename, "exec", dont_inherit=True)
+        self.functions: list[types.FunctionType] = []
+        self.suspended: list[types.CodeType] = []  # code of generators made and not finished
+        for value in gc.get_objects():
+            if isinstance(value, types.FunctionType):
+                if value.__code__.co_filename == filename:
+                    self.functions.append(value)
+            elif isinstance(value, (types.GeneratorType, types.CoroutineType,
+                                    types.AsyncGeneratorType)):
+                code = getattr(value, "gi_code", None) or getattr(value, "cr_code", None) \
+                    or getattr(value, "ag_code", None)
+                if code is not None and code.co_filename == filename:
+                    self.suspended.append(code)
+
+    def apply(self, mutated_source: str) -> bool:
+        """Give every live function the mutant changes its mutated code; False (nothing
+        changed) when that would not be faithful. Compiling may raise (a warning that the
+        caller's filters make an error)."""
+        mutated = compile(mutated_source, self.filename, "exec", dont_inherit=True)
+        pairs = changed_codes(self.original, mutated)
+        if not pairs or any(code in pairs for code in self.suspended):
+            return False
+        targets = [(function, pairs[function.__code__]) for function in self.functions
+                   if function.__code__ in pairs]
+        if not targets:
+            return False
+        for function, code in targets:
+            if code.co_freevars != function.__code__.co_freevars:
+                return False
+        for function, code in targets:
+            function.__code__ = code
+        return True
+
+
+class _MutantLoader(importlib.machinery.SourceFileLoader):
+    """Loads the module's file with the mutant's text, as if the file held it."""
+
+    def __init__(self, fullname: str, path: str, source: str):
+        super().__init__(fullname, path)
+        self.mutant = source
+
+    def get_source(self, fullname: str) -> str:
+        return self.mutant
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        return compile(self.mutant, self.path, "exec", dont_inherit=True)
+
+
+class _MutantFinder(importlib.abc.MetaPathFinder):
+    """Asks the other finders (path entries, editable installs) where a module lies; when it
+    is the mutated file, its loader serves the mutant."""
+
+    def __init__(self, path: str, source: str):
+        self.path = os.path.realpath(path)
+        self.source = source
+
+    def find_spec(self, fullname, path=None, target=None):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            origin = spec.origin
+            if isinstance(origin, str) and os.path.realpath(origin) == self.path:
+                spec.loader = _MutantLoader(fullname, origin, self.source)
+                spec.cached = None
+            return spec
+        return None
+
+
+def forget(project: str, keep: Iterable[str] = ()) -> None:
+    """Drop the project's own modules (not those of a virtual environment inside it), so the
+    next import of each runs its file again."""
+    prefix = os.path.realpath(project) + os.sep
+    kept = set(keep)
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if name in kept or not path:
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(prefix) and "site-packages" not in real \
+                and "dist-packages" not in real:
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def install_finder(module_path: str, source: str) -> None:
+    sys.meta_path.insert(0, _MutantFinder(module_path, source))

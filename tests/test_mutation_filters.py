@@ -1,0 +1,70 @@
+"""Which mutants a session leaves out (coral_core.mutation.filters) and how the report
+shows what survived (the mutation plugin's display): no process started."""
+
+from __future__ import annotations
+
+import pytest
+
+from coral_core.errors import UserError
+from coral_core.mutation.filters import MutantFilter, parse_lines, pragma_lines
+from coral_plugins.evaluators.mutation.display import (changed_lines, resume_command,
+                                                       survivor_lines)
+
+
+def test_pragma_lines_are_comments_not_strings():
+    source = ("x = 1  # pragma: no mutate\ny = '# pragma: no mutate'\n"
+              "z = 2  #pragma:no   mutate because\n")
+    assert pragma_lines(source) == {1, 3}
+
+
+def test_a_filter_says_why_a_mutant_is_left_out():
+    keep = MutantFilter(operators=("core/Replace",), exclude_operators=("core/ReplaceAnd",),
+                        lines=((10, 20),), pragma=frozenset({12}))
+    assert keep.reason("core/ReplaceComparisonOperator_Eq_NotEq", 11, 11) is None
+    assert keep.reason("core/ReplaceComparisonOperator_Eq_NotEq", 11, 12) == \
+        "pragma: no mutate"
+    assert keep.reason("core/NumberReplacer", 11, 11) == "operator not selected (--operator)"
+    assert keep.reason("core/ReplaceAndWithOr", 11, 11) == \
+        "operator excluded (--exclude-operator)"
+    assert keep.reason("core/ReplaceComparisonOperator_Eq_NotEq", 21, 21) == "outside --lines"
+    assert MutantFilter().reason("anything", 1, 1) is None
+
+
+@pytest.mark.parametrize("text,ranges", [("10-40,55", ((10, 40), (55, 55))), ("", ()),
+                                         (" 3 , 4-4 ", ((3, 3), (4, 4)))])
+def test_line_ranges(text, ranges):
+    assert parse_lines(text) == ranges
+
+
+@pytest.mark.parametrize("text", ["a-b", "0-3", "9-2", "1-"])
+def test_bad_line_ranges_are_one_line(text):
+    with pytest.raises(UserError, match="--lines"):
+        parse_lines(text)
+
+
+def test_survivors_fit_80_columns_with_what_they_change():
+    diff = ("--- mutation diff ---\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,3 +1,3 @@\n"
+            " def f(x):\n-    return x + " + "1" * 100 + "\n+    return x - 1\n")
+    rows = [{"module": "pkg/m.py", "line": 2, "operator": "core/ReplaceBinaryOperator_Add_Sub",
+             "occurrence": 0, "verdict": "survived", "mode": "swap", "diff": diff},
+            {"module": "pkg/m.py", "line": 9, "operator": "core/NumberReplacer",
+             "occurrence": 3, "verdict": "survived", "mode": "uncovered", "diff": ""},
+            {"module": "pkg/m.py", "line": 4, "operator": "core/NumberReplacer",
+             "occurrence": 1, "verdict": "killed", "mode": "swap", "diff": diff}]
+    lines = survivor_lines({"mutants": rows}, 20)
+    assert lines[0] == "surviving mutants (2):"
+    assert lines[1] == "  pkg/m.py:2  core/ReplaceBinaryOperator_Add_Sub#0"
+    assert lines[2].startswith("    - return x + 111") and lines[2].endswith("…")
+    assert lines[3] == "    + return x - 1"
+    assert lines[4] == "  pkg/m.py:9  core/NumberReplacer#3 (no test runs it)"
+    assert all(len(line) <= 80 for line in lines)
+    assert survivor_lines({"mutants": rows}, 1)[-1].startswith("  ... and 1 more")
+    assert survivor_lines({"mutants": rows}, 0) == []
+    assert changed_lines(diff) == ["- return x + " + "1" * 100, "+ return x - 1"]
+
+
+def test_the_resume_command_is_the_same_run_with_resume():
+    argv = ["/venv/bin/coral", "mutation", "run", "--module", "my calc.py", "--fresh",
+            "--tests", "t.py"]
+    assert resume_command(argv) == \
+        "coral mutation run --module 'my calc.py' --tests t.py --resume"

@@ -1,0 +1,237 @@
+"""`coral mutation run` on projects laid out as real ones are: a src/ package whose
+`__init__` re-exports the mutated module, relative imports, `from __future__ import
+annotations`, closures a decorator makes at import, subtests, `filterwarnings = error`,
+conftest files at two levels. Every verdict must equal cosmic-ray's (mutation_oracle: the
+mutant written into a copy, `python -m pytest -x` there). The real libraries from the
+package index, as their source distributions lay them out, are in test_mutation_sdists.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import mutation_oracle
+
+pytest.importorskip("cosmic_ray")
+
+CORAL = [sys.executable, "-m", "coral_cli.app"]
+
+CORE = '''\
+from __future__ import annotations
+
+import functools
+import warnings
+
+from . import units
+
+LIMIT = 10 ** 2
+
+
+def checked(fn):
+    @functools.wraps(fn)
+    def wrapper(*args: int | None) -> float:
+        if not (
+            all(a is not None for a in args)
+        ):
+            raise ValueError("missing")
+        return fn(*args)
+    return wrapper
+
+
+@checked
+def area(w, h):
+    return w * h * units.SCALE
+
+
+@checked
+def ratio(a, b):
+    return a / b
+
+
+def scale(x):
+    if x < 0:
+        warnings.warn("negative", UserWarning)
+    return x * 2
+
+
+class Shape:
+    sides = 4
+
+    def perimeter(self, side):
+        return self.sides * side
+'''
+
+FILES = {
+    "pyproject.toml": '[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n'
+                      'pythonpath = ["src"]\ntestpaths = ["tests"]\n',
+    "conftest.py": "import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n",
+    "src/shapes/__init__.py": "from .core import LIMIT, Shape, area, ratio, scale\n",
+    "src/shapes/units.py": "SCALE = 2\n",
+    "src/shapes/core.py": CORE,
+    "tests/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef three():\n    return 3\n",
+    "tests/test_core.py": '''\
+import unittest
+
+import pytest
+
+import shapes
+
+
+def test_area(two, three):
+    assert shapes.area(two, three) == 12
+
+
+def test_missing():
+    with pytest.raises(ValueError):
+        shapes.area(None, 1)
+
+
+def test_ratio(subtests):
+    for a, b, want in [(4, 2, 2), (9, 2, 4.5)]:
+        with subtests.test(a=a):
+            assert shapes.ratio(a, b) == want
+
+
+def test_limit():
+    assert shapes.LIMIT == 100
+
+
+def test_scale():
+    assert shapes.scale(1) == 2
+
+
+class ShapeTests(unittest.TestCase):
+    def test_perimeter(self):
+        for side in (1, 2):
+            with self.subTest(side=side):
+                self.assertEqual(shapes.Shape().perimeter(side), 4 * side)
+''',
+}
+
+
+def make_project(root: Path) -> Path:
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def run_coral(root: Path, *args: str) -> dict:
+    done = subprocess.run(CORAL + ["mutation", "run", *args, "--workers", "2", "--json"],
+                          cwd=root, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH="src"))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_package_layouts_verdicts_equal_cosmic_rays(tmp_path):
+    """Before: every module-level mutant was 'killed' by an ImportError of the half-built
+    package, subtest failures counted as passes, a mutant in the closure that `checked`
+    made at import was never applied, and a warning that `filterwarnings = error` turns
+    into a failure was only printed."""
+    root = make_project(tmp_path / "shapes")
+    summary = run_coral(root, "--module", "src/shapes/core.py", "--tests", "tests")
+    rows = summary["mutants"]
+    keys = [(row["operator"], row["occurrence"]) for row in rows]
+    expected = mutation_oracle.verdicts(root, "src/shapes/core.py", ["tests"], keys,
+                                        env={"PYTHONPATH": "src"})
+    got = {(row["operator"], row["occurrence"]): row["verdict"] for row in rows}
+    assert got == expected
+    modes = {row["mode"] for row in rows}
+    assert {"swap", "reload"} <= modes
+    by_line = {}
+    for row in rows:
+        by_line.setdefault(row["line"], []).append(row)
+    # the closure's `if not (` (line 14), ratio's subtests (29), scale's warning (33)
+    assert any(row["verdict"] == "killed" and row["mode"] == "swap" for row in by_line[14])
+    assert all(row["verdict"] == "killed" for row in by_line[29])
+    assert any(row["verdict"] == "killed" for row in by_line[33])
+    # an annotation under `from __future__ import annotations` is never evaluated
+    assert all(row["verdict"] == "survived" for row in by_line[13])
+    # module-level code reloads the package for real: LIMIT's mutants are judged by tests
+    assert all(row["mode"] == "reload" and row["verdict"] == "killed" for row in by_line[8])
+    assert (root / "src/shapes/core.py").read_text() == CORE  # never written
+
+
+def _closures_module() -> types.ModuleType:
+    source = ("def deco(fn):\n    def inner(x):\n        return fn(x) + 1\n    return inner\n\n"
+              "@deco\ndef a(x):\n    return x\n\n@deco\ndef b(x):\n    return 2 * x\n")
+    module = types.ModuleType("closures_under_test")
+    module.__file__ = "/nonexistent/closures_under_test.py"
+    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+    module.SOURCE = source
+    return module
+
+
+def test_a_swap_reaches_every_closure_made_at_import():
+    """`a` and `b` are two closures of one code object, made by `deco` at import: the
+    mutant must reach both (it reached one), and `deco` itself, for closures made later."""
+    from coral_plugins.evaluators.mutation.inmemory import Swap
+
+    module = _closures_module()
+    swap = Swap(module.__file__, module.SOURCE)
+    assert swap.apply(module.SOURCE.replace("fn(x) + 1", "fn(x) - 1"))
+    assert (module.a(5), module.b(5)) == (4, 9)
+    later = module.deco(lambda x: x)
+    assert later(0) == -1
+
+
+def test_a_swap_that_cannot_be_faithful_is_refused():
+    """A generator made at import still runs the old code; a mutant that changes the shape
+    of the code tree cannot be paired: both must be reloaded instead."""
+    from coral_plugins.evaluators.mutation.inmemory import Swap
+
+    source = "def gen():\n    yield 1\n\n\nLIVE = gen()\n\n\ndef f(x):\n    return x + 1\n"
+    module = types.ModuleType("gen_under_test")
+    module.__file__ = "/nonexistent/gen_under_test.py"
+    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+    swap = Swap(module.__file__, source)
+    assert not swap.apply(source.replace("yield 1", "yield 2"))
+    assert next(module.LIVE) == 1
+    assert swap.apply(source.replace("x + 1", "x - 1")) and module.f(1) == 0
+    assert not swap.apply(source.replace("return x + 1", "return (lambda: x)()"))
+
+
+def test_a_package_folder_is_one_session_with_options_from_pyproject(tmp_path):
+    """`module` a folder (cosmic-ray's module-path), given in [tool.coral.mutation]: every
+    module of the package in one session; one the tests never import survives uncovered."""
+    root = make_project(tmp_path / "shapes")
+    (root / "src/shapes/cli.py").write_text("def main(argv):\n    return len(argv) + 1\n")
+    with open(root / "pyproject.toml", "a") as handle:
+        handle.write('\n[tool.coral.mutation]\nmodule = "src/shapes"\ntests = ["tests"]\n'
+                     'exclude-operators = ["core/ReplaceUnaryOperator"]\n')
+    summary = run_coral(root)
+    rows = summary["mutants"]
+    modules = {row["module"] for row in rows}
+    assert {"src/shapes/core.py", "src/shapes/units.py", "src/shapes/cli.py"} <= modules
+    assert all(row["verdict"] == "skipped" for row in rows
+               if row["operator"].startswith("core/ReplaceUnaryOperator"))
+    cli = [row for row in rows if row["module"] == "src/shapes/cli.py"]
+    assert cli and all(row["verdict"] == "survived" and row["mode"] == "uncovered"
+                       for row in cli)
+    for module in ("src/shapes/units.py", "src/shapes/cli.py"):
+        mine = [row for row in rows if row["module"] == module and row["verdict"] != "skipped"]
+        keys = [(row["operator"], row["occurrence"]) for row in mine]
+        expected = mutation_oracle.verdicts(root, module, ["tests"], keys,
+                                            env={"PYTHONPATH": "src"})
+        assert {(row["operator"], row["occurrence"]): row["verdict"] for row in mine} == \
+            expected
+    assert any(row["verdict"] == "killed" for row in rows if row["module"].endswith("units.py"))
+
+
+def test_a_bad_pyproject_table_is_one_line(tmp_path):
+    root = make_project(tmp_path / "shapes")
+    with open(root / "pyproject.toml", "a") as handle:
+        handle.write('\n[tool.coral.mutation]\nmodul = "src/shapes/core.py"\n')
+    done = subprocess.run(CORAL + ["mutation", "run", "--tests", "tests"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "[tool.coral.mutation] has no key 'modul'" in lines[0]
+    assert not list(root.glob("*.sqlite"))

@@ -1,0 +1,100 @@
+"""`coral mutation run` on real libraries from the package index, laid out as their source
+distributions ship them, against cosmic-ray's verdict on each mutant (mutation_oracle).
+
+The libraries were chosen for their layouts: python-slugify (a package whose `__init__`
+star-imports the module, relative imports, unittest subTest and a CLI run in subprocesses),
+semver (src/ layout, conftest.py, `--import-mode=importlib`, `pythonpath` and pytest-cov in
+its ini, decorator-made closures), humanize (src/ layout, `filterwarnings = error`,
+`from __future__ import annotations`), ordered-set (a flat package, doctests in its ini).
+A seeded sample of each library's mutants runs in Coral; cosmic-ray's verdict is computed
+for up to PER_MODE of them per way Coral applied them (swap, reload, exact, uncovered).
+Needs the package index (pip download); skipped when it cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import mutation_oracle
+
+pytest.importorskip("cosmic_ray")
+
+CORAL = [sys.executable, "-m", "coral_cli.app"]
+PER_MODE = 6
+# Test dependencies of the libraries' suites, pinned, without their own dependencies.
+DEPS = ["text-unidecode==1.3", "freezegun==1.5.5", "python-dateutil==2.9.0.post0",
+        "six==1.17.0", "pytest-cov==7.1.0"]
+
+
+@dataclass(frozen=True)
+class Library:
+    requirement: str
+    folder: str
+    module: str
+    tests: tuple[str, ...]
+    pythonpath: tuple[str, ...]
+    sample: float
+
+
+LIBRARIES = [
+    Library("python-slugify==9.2.0", "python_slugify-9.2.0", "slugify/slugify.py",
+            ("tests",), (".",), 0.08),
+    Library("semver==3.1.2", "semver-3.1.2", "src/semver/version.py", ("tests",), (), 0.06),
+    Library("humanize==4.17.0", "humanize-4.17.0", "src/humanize/number.py",
+            ("tests/test_number.py",), ("src",), 0.08),
+    Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py", ("test",),
+            (), 0.3),
+]
+
+
+def _pip(*args: str, cwd: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *args, "-q", "--disable-pip-version-check"],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        pytest.skip(f"the package index cannot be reached: {done.stderr.strip()[-200:]}")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("sdists")
+    _pip("download", "--no-deps", "--no-binary", ":all:", "-d", "archives",
+         *[library.requirement for library in LIBRARIES], cwd=root)
+    _pip("install", "--no-deps", "--target", "deps", *DEPS, cwd=root)
+    for archive in sorted((root / "archives").glob("*.tar.gz")):
+        subprocess.run(["tar", "xzf", str(archive)], cwd=root, check=True)
+    return root
+
+
+@pytest.mark.parametrize("library", LIBRARIES, ids=lambda library: library.folder)
+def test_verdicts_equal_cosmic_rays_on_real_layouts(corpus, library):
+    project = corpus / library.folder
+    pythonpath = os.pathsep.join([str(corpus / "deps"), *library.pythonpath])
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    args = ["mutation", "run", "--module", library.module, "--session", "coral.sqlite",
+            "--fresh", "--sample", str(library.sample), "--seed", "1", "--workers", "2",
+            "--json"]
+    for tests in library.tests:
+        args += ["--tests", tests]
+    done = subprocess.run(CORAL + args, cwd=project, capture_output=True, text=True,
+                          env=env, timeout=1200)
+    assert done.returncode == 0, done.stderr
+    rows = [row for row in json.loads(done.stdout)["mutants"] if row["verdict"] != "pending"]
+    by_mode: dict[str, list[dict]] = {}
+    for row in rows:
+        by_mode.setdefault(row["mode"], []).append(row)
+    chosen = [row for mode in sorted(by_mode) for row in random.Random(1).sample(
+        by_mode[mode], min(PER_MODE, len(by_mode[mode])))]
+    keys = [(row["operator"], row["occurrence"]) for row in chosen]
+    expected = mutation_oracle.verdicts(project, library.module, list(library.tests), keys,
+                                        env={"PYTHONPATH": pythonpath})
+    got = {(row["operator"], row["occurrence"]): row["verdict"] for row in chosen}
+    assert got == expected, sorted(
+        (key, got[key], expected[key]) for key in got if got[key] != expected[key])
+    assert len(chosen) >= 8
