@@ -427,6 +427,20 @@ def test_an_existing_session_is_resumed_or_started_over_never_replaced_silently(
     assert changed.returncode == 2 and "lines differs" in changed.stderr
     both = coral(root, *args, "--resume", "--fresh")
     assert both.returncode == 2 and "exclude each other" in both.stderr
+    plain = tmp_path / "plain.sqlite"  # a session cosmic-ray made: not Coral's, still asked
+    from coral_core.mutation.session import Session
+
+    made = Session(plain)
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        made.init([Path("calc.py")])
+    finally:
+        os.chdir(cwd)
+        made.close()
+    theirs = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                   "--session", str(plain))
+    assert theirs.returncode == 2 and "--fresh starts it over" in theirs.stderr
     fresh = coral(root, *args, "--fresh", "--json")
     assert fresh.returncode == 0, fresh.stderr
     assert json.loads(fresh.stdout)["counts"]["skipped"] == 0

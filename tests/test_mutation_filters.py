@@ -7,6 +7,7 @@ import pytest
 
 from coral_core.errors import UserError
 from coral_core.mutation.filters import MutantFilter, parse_lines, pragma_lines
+from coral_core.mutation.project_config import read_options
 from coral_plugins.evaluators.mutation.display import (changed_lines, resume_command,
                                                        survivor_lines)
 
@@ -68,3 +69,25 @@ def test_the_resume_command_is_the_same_run_with_resume():
             "--tests", "t.py"]
     assert resume_command(argv) == \
         "coral mutation run --module 'my calc.py' --tests t.py --resume"
+
+
+def test_pyproject_options_are_typed(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.coral.mutation]\nmodule = "pkg"\ntests = ["tests"]\nsample = 1\n'
+        'exclude-operators = ["core/NumberReplacer"]\n')
+    assert read_options(tmp_path) == {"module": "pkg", "tests": ["tests"], "sample": 1.0,
+                                      "exclude-operators": ["core/NumberReplacer"]}
+    assert read_options(tmp_path / "nowhere") == {}
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[tool]\ncoral = "x"\n', "must be a table (coral is not)"),
+    ("[tool.coral.mutation]\nworkers = true\n", "workers must be int"),
+    ('[tool.coral.mutation]\ntests = [1]\n', "tests must be str"),
+    ("[tool.coral.mutation\n", "cannot be read as TOML"),
+    ("[tool.coral.mutation]\nmodul = 1\n", "has no key 'modul'"),
+])
+def test_a_bad_pyproject_table_is_one_error(tmp_path, text, message):
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_options(tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import types
@@ -138,10 +139,16 @@ def test_a_package_layouts_verdicts_equal_cosmic_rays(tmp_path):
     root = make_project(tmp_path / "shapes")
     summary = run_coral(root, "--module", "src/shapes/core.py", "--tests", "tests")
     rows = summary["mutants"]
-    keys = [(row["operator"], row["occurrence"]) for row in rows]
+    # cosmic-ray's verdict costs a pytest start per mutant: every mutant on the lines that
+    # hold the shapes above, and a seeded sample of the rest
+    shapes = {8, 13, 14, 29, 33}
+    rest = [row for row in rows if row["line"] not in shapes]
+    checked = [row for row in rows if row["line"] in shapes] + \
+        random.Random(1).sample(rest, min(8, len(rest)))
+    keys = [(row["operator"], row["occurrence"]) for row in checked]
     expected = mutation_oracle.verdicts(root, "src/shapes/core.py", ["tests"], keys,
                                         env={"PYTHONPATH": "src"})
-    got = {(row["operator"], row["occurrence"]): row["verdict"] for row in rows}
+    got = {(row["operator"], row["occurrence"]): row["verdict"] for row in checked}
     assert got == expected
     modes = {row["mode"] for row in rows}
     assert {"swap", "reload"} <= modes
@@ -203,6 +210,11 @@ def test_a_package_folder_is_one_session_with_options_from_pyproject(tmp_path):
     module of the package in one session; one the tests never import survives uncovered."""
     root = make_project(tmp_path / "shapes")
     (root / "src/shapes/cli.py").write_text("def main(argv):\n    return len(argv) + 1\n")
+    (root / "src/shapes/late.py").write_text("FACTOR = 2\n\n\ndef double(x):\n"
+                                             "    return x * FACTOR\n")
+    with open(root / "tests/test_core.py", "a") as handle:  # imported in a test's body only
+        handle.write("\n\ndef test_late():\n    from shapes import late\n\n"
+                     "    assert late.double(2) == 4\n")
     with open(root / "pyproject.toml", "a") as handle:
         handle.write('\n[tool.coral.mutation]\nmodule = "src/shapes"\ntests = ["tests"]\n'
                      'exclude-operators = ["core/ReplaceUnaryOperator"]\n')
@@ -215,7 +227,12 @@ def test_a_package_folder_is_one_session_with_options_from_pyproject(tmp_path):
     cli = [row for row in rows if row["module"] == "src/shapes/cli.py"]
     assert cli and all(row["verdict"] == "survived" and row["mode"] == "uncovered"
                        for row in cli)
-    for module in ("src/shapes/units.py", "src/shapes/cli.py"):
+    late = [row for row in rows if row["module"] == "src/shapes/late.py"
+            and row["verdict"] != "skipped"]
+    assert late and all(row["mode"] in ("reload", "swap") for row in late), [
+        (row["line"], row["operator"], row["mode"], row["verdict"]) for row in late]
+    assert any(row["verdict"] == "killed" for row in late)
+    for module in ("src/shapes/units.py", "src/shapes/cli.py", "src/shapes/late.py"):
         mine = [row for row in rows if row["module"] == module and row["verdict"] != "skipped"]
         keys = [(row["operator"], row["occurrence"]) for row in mine]
         expected = mutation_oracle.verdicts(root, module, ["tests"], keys,
@@ -235,3 +252,34 @@ def test_a_bad_pyproject_table_is_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "[tool.coral.mutation] has no key 'modul'" in lines[0]
     assert not list(root.glob("*.sqlite"))
+
+
+def test_a_function_rebuilt_at_import_is_not_swapped():
+    """A decorator that rebuilds a function's code (code.replace) leaves the original as
+    __wrapped__: swapping that one would change nothing the tests call."""
+    from coral_plugins.evaluators.mutation.inmemory import Swap
+
+    source = ("def rebuild(fn):\n    def copy(x):\n        return 0\n"
+              "    copy.__code__ = fn.__code__.replace(co_consts=fn.__code__.co_consts + (7,))\n"
+              "    copy.__wrapped__ = fn\n    return copy\n\n\n"
+              "@rebuild\ndef f(x):\n    return x + 1\n")
+    module = types.ModuleType("rebuilt_under_test")
+    module.__file__ = "/nonexistent/rebuilt_under_test.py"
+    exec(compile(source, module.__file__, "exec", dont_inherit=True), module.__dict__)
+    swap = Swap(module.__file__, source)
+    assert not swap.apply(source.replace("x + 1", "x - 1"))
+
+
+def test_forgetting_a_project_drops_its_namespace_packages(tmp_path, monkeypatch):
+    """A namespace package (no __init__.py) has no __file__: kept, it handed the old
+    submodule to `from ns import mod` after the reload."""
+    from coral_plugins.evaluators.mutation.inmemory import forget
+
+    (tmp_path / "coral_ns_probe").mkdir()
+    (tmp_path / "coral_ns_probe" / "mod.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import coral_ns_probe.mod  # noqa: F401
+
+    forget(str(tmp_path))
+    assert "coral_ns_probe" not in sys.modules and "coral_ns_probe.mod" not in sys.modules
+    assert "pytest" in sys.modules  # nothing outside the project

@@ -27,7 +27,7 @@ import mutation_oracle
 pytest.importorskip("cosmic_ray")
 
 CORAL = [sys.executable, "-m", "coral_cli.app"]
-PER_MODE = 6
+PER_MODE = 4
 # Test dependencies of the libraries' suites, pinned, without their own dependencies.
 DEPS = ["text-unidecode==1.3", "freezegun==1.5.5", "python-dateutil==2.9.0.post0",
         "six==1.17.0", "pytest-cov==7.1.0"]
@@ -45,12 +45,12 @@ class Library:
 
 LIBRARIES = [
     Library("python-slugify==9.2.0", "python_slugify-9.2.0", "slugify/slugify.py",
-            ("tests",), (".",), 0.08),
-    Library("semver==3.1.2", "semver-3.1.2", "src/semver/version.py", ("tests",), (), 0.06),
+            ("tests",), (".",), 0.05),
+    Library("semver==3.1.2", "semver-3.1.2", "src/semver/version.py", ("tests",), (), 0.05),
     Library("humanize==4.17.0", "humanize-4.17.0", "src/humanize/number.py",
-            ("tests/test_number.py",), ("src",), 0.08),
+            ("tests/test_number.py",), ("src",), 0.05),
     Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py", ("test",),
-            (), 0.3),
+            (), 0.15),
 ]
 
 
@@ -97,4 +97,4 @@ def test_verdicts_equal_cosmic_rays_on_real_layouts(corpus, library):
     got = {(row["operator"], row["occurrence"]): row["verdict"] for row in chosen}
     assert got == expected, sorted(
         (key, got[key], expected[key]) for key in got if got[key] != expected[key])
-    assert len(chosen) >= 8
+    assert len(chosen) >= 4

@@ -15,7 +15,7 @@ import ast
 import difflib
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from coral_core import parsing
 from coral_core.mutation.filters import MutantFilter
@@ -45,7 +45,6 @@ class Plan:
     error: str | None = None           # cosmic-ray's mutation machinery raised: incompetent
     compiles: bool = True              # a mutant that does not compile is killed by collection
     mode: str = "reload"               # swap | reload | exact | uncovered
-    functions: list[str] = field(default_factory=list)
     tests: list[str] | None = None     # None: every test
     timeout: float = 0.0               # wall-clock seconds
     cpu_limit: float = 0.0             # CPU seconds (relative mode; 0: none)
@@ -116,6 +115,9 @@ def make_plans(items: list, source: str, collect_lines: set[int],
     bodies = function_bodies(source)
     spans = statement_lines(source)
     order = list(baseline)
+    # No line of the module ran, at collection or in any test: no mutant of it is reached
+    # (cosmic-ray's tests pass on each, one that does not compile included).
+    untouched = not collect_lines and not any(row["lines"] for row in baseline.values())
     memory = [test for test in order if test not in disk_tests]
     disk = [test for test in order if test in disk_tests]
     plans = []
@@ -137,6 +139,9 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         if plan.source is None:
             continue
         plan.diff = _diff(source, plan.source, str(spec.module_path))
+        if untouched and not disk_tests and not all_exact:
+            plan.mode, plan.tests = "uncovered", []
+            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -156,7 +161,6 @@ def make_plans(items: list, source: str, collect_lines: set[int],
             plan.mode, plan.tests = "reload", (memory if disk else None)
             selected = memory
         else:
-            plan.functions = [inside[0][2]]
             selected = [test for test in memory if reach & baseline[test]["lines"]]
             plan.mode, plan.tests = ("swap", selected) if selected else ("uncovered", [])
         if mode == "seed":

@@ -4,11 +4,11 @@ A flag given on the command line wins over the file."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from coral_core.errors import UserError
+from coral_core.files.decoding import DecodeError, toml_document
 
 # key in the file: (type, whether a list of that type is also accepted)
 KEYS: dict[str, tuple[type, bool]] = {
@@ -36,12 +36,14 @@ def read_options(project: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: not valid TOML: {error}") from None
-    table = document.get("tool", {}).get("coral", {}).get("mutation", {})
-    if not isinstance(table, dict):
-        raise UserError(f"{path}: [tool.coral.mutation] must be a table")
+        document = toml_document(path.read_text(encoding="utf-8"), str(path))
+    except (DecodeError, UnicodeDecodeError, OSError) as error:
+        raise UserError(f"{path}: cannot be read as TOML: {error}") from None
+    table: Any = document
+    for key in ("tool", "coral", "mutation"):
+        table = table.get(key, {}) if isinstance(table, dict) else None
+        if not isinstance(table, dict):
+            raise UserError(f"{path}: [tool.coral.mutation] must be a table ({key} is not)")
     options = {}
     for key, value in table.items():
         if key not in KEYS:
@@ -53,6 +55,7 @@ def read_options(project: Path) -> dict[str, Any]:
 
 
 def as_list(value: Any) -> list:
+    """A key that takes one value or a list of them, as a list."""
     if value is None:
         return []
     return list(value) if isinstance(value, list) else [value]

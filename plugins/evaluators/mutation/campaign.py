@@ -117,8 +117,7 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
             from None
     rel_modules = list(sources)
     rel_tests = [os.path.relpath(t, project) for t in test_paths]
-    name = Path(given[0]).stem or project.name
-    session_path = Path(session_path or (project / f"{name}.mutation.sqlite"))
+    session_path = Path(session_path or default_session(project, given[0]))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
     keep = keep or MutantFilter()
@@ -142,6 +141,12 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     finally:
         if shutdown is not None:
             shutdown()
+
+
+def default_session(project: Path, first_module: Path) -> Path:
+    """The session named after the first --module given (a file's or a folder's name)."""
+    name = (project / first_module).resolve().stem or project.name
+    return project / f"{name}.mutation.sqlite"
 
 
 def modules_of(paths: list[Path], tests: list[Path]) -> list[Path]:
@@ -193,7 +198,7 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
     created = not session_path.exists()
     session = Session(session_path)
     try:
-        if not resume and not fresh and session.meta():
+        if not resume and not fresh and (session.meta() or session.items()):
             raise UserError(f"{session_path} holds a mutation session already: --resume "
                             "continues it, --fresh starts it over")
         if resume:
@@ -258,25 +263,16 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                 workers: int, timeout_mode: str, project: Path, progress, spawn,
                 keep: MutantFilter, several: bool) -> None:
     """One module's mutants, by a pool of workers warmed for that module. In a session of
-    several modules, one the tests never import is not an error: no test reaches its
-    mutants (cosmic-ray's tests would pass on each: survived)."""
+    several modules, one the tests do not import at collection is not an error: a test may
+    import it in its body (its mutants are then reloaded), and one that no test runs at all
+    leaves every mutant uncovered (cosmic-ray's tests would pass on each: survived)."""
     pytest_args = list(tests)
-    try:
-        first = spawn(module, pytest_args, project)
-    except NotImported:
-        if not several:
-            raise
-        for plan in make_plans(pending, source, set(), {}, timeout_mode, 0.0, keep=keep):
-            if plan.skip is None and plan.error is None and plan.source is not None \
-                    and plan.compiles:
-                plan.mode, plan.tests = "uncovered", []
-            result, kills = _result(plan, None)
-            session.record(plan.job_id, result, 0.0, plan.mode, 0, False, kills)
-            if progress:
-                progress.advance(plan, result)
-        return
+    first = spawn(module, pytest_args, project)
     pool: list[WorkerProcess] = [first]
     try:
+        if first.hello.get("module") is None and not several:
+            raise NotImported(f"the tests never import {module} (nothing to mutate through "
+                              "them)")
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
         events = [e for e in baseline_reply.get("events", []) if "test" in e]
         failing = [e["test"] for e in events if e["failed"]]
@@ -418,8 +414,7 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
         killers.setdefault(job_id, []).append(test)
     summary = summarize(results, len(items))
     rows = []
-    for item in sorted(items, key=lambda i: (i.mutations[0].operator_name,
-                                             i.mutations[0].occurrence)):
+    for item in sorted(items, key=_key):
         spec = item.mutations[0]
         result = results.get(item.job_id)
         row = extra.get(item.job_id, (None, None, None, None))

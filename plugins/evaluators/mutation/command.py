@@ -78,7 +78,7 @@ def run(
     from coral_core.mutation.filters import MutantFilter, parse_lines
     from coral_core.mutation.project_config import as_list, read_options
 
-    from .campaign import run_mutation
+    from .campaign import default_session, run_mutation
     from .display import MutationBar, resume_command, survivor_lines
 
     if as_json:
@@ -111,7 +111,7 @@ def run(
                                    executor=executor, ray_address=ray_address, fresh=fresh,
                                    keep=keep)
     except KeyboardInterrupt:
-        chosen = session_path or Path(f"{modules[0].stem}.mutation.sqlite")
+        chosen = session_path or default_session(Path.cwd(), modules[0])
         if not chosen.exists():
             raise
         sys.stdout.flush()  # every finished verdict is in the session: say how to go on
@@ -119,6 +119,8 @@ def run(
         sys.stderr.flush()
         os._exit(130)  # the workers are gone; no thread may hold the exit
     survivors = pick(survivors, "survivors", 20)
+    if survivors < -1:
+        raise UserError(f"--survivors must be -1 (all), 0 (none) or a count, not {survivors}")
     if as_json:
         print_json(summary)
         return

@@ -75,10 +75,10 @@ def survivor_lines(summary: dict, limit: int) -> list[str]:
     rows = [row for row in summary.get("mutants", []) if row.get("verdict") == "survived"]
     if not rows or limit == 0:
         return []
+    rows.sort(key=lambda r: (r["module"], r["line"], r["operator"], r["occurrence"]))
     shown = rows if limit < 0 else rows[:limit]
     out = [f"surviving mutants ({len(rows)}):"]
-    for row in sorted(shown, key=lambda r: (r["module"], r["line"], r["operator"],
-                                            r["occurrence"])):
+    for row in shown:
         where = f"{Path(row['module']).as_posix()}:{row['line']}"
         how = "" if row.get("mode") != "uncovered" else " (no test runs it)"
         out.append(_fit(f"  {where}  {row['operator']}#{row['occurrence']}{how}"))

@@ -24,11 +24,18 @@ import os
 import sys
 import types
 import warnings
-from typing import Iterable
 
 
 def _tree(code: types.CodeType) -> list[types.CodeType]:
+    """The code objects nested directly in `code` (its functions, classes, lambdas)."""
     return [const for const in code.co_consts if isinstance(const, types.CodeType)]
+
+
+def _all(code: types.CodeType) -> list[types.CodeType]:
+    found = [code]
+    for inner in _tree(code):
+        found.extend(_all(inner))
+    return found
 
 
 def changed_codes(original: types.CodeType,
@@ -63,6 +70,8 @@ class Swap:
             self.original = compile(source, filename, "exec", dont_inherit=True)
         self.functions: list[types.FunctionType] = []
         self.suspended: list[types.CodeType] = []  # code of generators made and not finished
+        self.frozen = gc.get_freeze_count() > 0  # objects gc.freeze() hid from the scan
+        gc.collect()  # garbage is not a live function
         for value in gc.get_objects():
             if isinstance(value, types.FunctionType):
                 if value.__code__.co_filename == filename:
@@ -73,6 +82,12 @@ class Swap:
                     or getattr(value, "ag_code", None)
                 if code is not None and code.co_filename == filename:
                     self.suspended.append(code)
+        # Live code of this file that its text does not compile to: a function rebuilt at
+        # import (`code.replace`, a decorator that recompiles it). Where a changed function
+        # has such a twin, the twin is what the tests call, and it keeps the old code.
+        known = set(_all(self.original))
+        self.rebuilt = {(f.__code__.co_name, f.__code__.co_firstlineno)
+                        for f in self.functions if f.__code__ not in known}
 
     def apply(self, mutated_source: str) -> bool:
         """Give every live function the mutant changes its mutated code; False (nothing
@@ -80,7 +95,9 @@ class Swap:
         caller's filters make an error)."""
         mutated = compile(mutated_source, self.filename, "exec", dont_inherit=True)
         pairs = changed_codes(self.original, mutated)
-        if not pairs or any(code in pairs for code in self.suspended):
+        if self.frozen or not pairs or any(code in pairs for code in self.suspended):
+            return False
+        if any((old.co_name, old.co_firstlineno) in self.rebuilt for old in pairs):
             return False
         targets = [(function, pairs[function.__code__]) for function in self.functions
                    if function.__code__ in pairs]
@@ -131,21 +148,54 @@ class _MutantFinder(importlib.abc.MetaPathFinder):
         return None
 
 
-def forget(project: str, keep: Iterable[str] = ()) -> None:
-    """Drop the project's own modules (not those of a virtual environment inside it), so the
-    next import of each runs its file again."""
+def _own(path: str, prefix: str) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(prefix) and "site-packages" not in real \
+        and "dist-packages" not in real
+
+
+def forget(project: str) -> None:
+    """Drop the project's own modules (not those of a virtual environment inside it), its
+    namespace packages and every package above a dropped module, so the next import of each
+    runs its file again (a package kept would hand out its old submodule as an attribute)."""
     prefix = os.path.realpath(project) + os.sep
-    kept = set(keep)
+    dropped = set()
     for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None) or ""
-        if name in kept or not path:
-            continue
-        real = os.path.realpath(path)
-        if real.startswith(prefix) and "site-packages" not in real \
-                and "dist-packages" not in real:
-            del sys.modules[name]
+        path = getattr(module, "__file__", None)
+        if path:
+            mine = _own(path, prefix)
+        else:  # a namespace package: its folders
+            mine = any(_own(str(entry), prefix) for entry in getattr(module, "__path__", ()))
+        if mine:
+            dropped.add(name)
+    for name in list(dropped):
+        parts = name.split(".")
+        dropped.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    for name in dropped:
+        sys.modules.pop(name, None)
     importlib.invalidate_caches()
 
 
 def install_finder(module_path: str, source: str) -> None:
+    """Serve `module_path`'s imports from here on with `source` (the mutant's text)."""
     sys.meta_path.insert(0, _MutantFinder(module_path, source))
+
+
+def defer_rewriting(module_path: str) -> None:
+    """pytest's assertion rewriter (which a nested session puts ahead of every finder)
+    reads a module it rewrites from disk: the project's own pytest plugins, conftest files,
+    modules named to `register_assert_rewrite`. For the mutated file it steps aside, so the
+    mutant is served (its asserts plain: they pass and fail as rewritten ones do)."""
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    target = os.path.realpath(module_path)
+    original = AssertionRewritingHook.find_spec
+
+    def find_spec(self, name, path=None, target_=None):
+        spec = original(self, name, path, target_)
+        origin = getattr(spec, "origin", None)
+        if isinstance(origin, str) and os.path.realpath(origin) == target:
+            return None
+        return spec
+
+    AssertionRewritingHook.find_spec = find_spec

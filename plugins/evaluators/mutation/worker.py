@@ -13,8 +13,10 @@ forking one child per request, so each child starts from the same pristine, unmu
   reference to them, `from mod import f` included, sees the mutant) and runs the selected,
   already collected tests.
 - `mutant` in `reload` mode (module-level code, code run at import or collection): the child
-  installs the mutated module in `sys.modules`, forgets the project's other modules and runs
-  a fresh pytest session on the selected tests, as a fresh `python -m pytest` would.
+  forgets the project's modules, an import hook serves the module's file with the mutant's
+  text (inmemory.py), and a fresh pytest session runs the selected tests, as a fresh
+  `python -m pytest -x` would. A module the tests import only inside a test (none did at
+  collection) is served the same way: there is no live code to swap.
 - the exact path (`exact` in a request, or `mode` "exact"): the mutant is written into the
   worker's private copy of the project (exact.py) and the child execs a fresh
   `python -m pytest` there, as `cosmic-ray exec` does. It follows an in-memory run that
@@ -53,7 +55,6 @@ import pytest
 from coral_plugins.evaluators.mutation import exact, inmemory, procs
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
-TRACE_ONLY = "__coral_mutation_target__"
 TICK = 0.05  # seconds between readings of a child's CPU time
 EVENTS_PLUGIN = "coral_plugins.evaluators.mutation.exact_report"
 
@@ -134,15 +135,12 @@ class _Recorder(_Phases):
     def __init__(self, worker: "Worker"):
         self.worker = worker
         self.audit = worker.audit
-        self.failed = False
 
     def pytest_runtest_logstart(self, nodeid, location):
         self.audit.test, self.audit.phase = nodeid, "start"
 
     def pytest_runtest_logreport(self, report):
         if report.failed or (report.when == "call" and report.passed):
-            if report.failed:
-                self.failed = True
             self.worker.emit({"test": report.nodeid, "failed": bool(report.failed)})
 
 
@@ -196,6 +194,7 @@ class Worker(_Phases):
                     self.module = module
         self.audit.phase = "idle"
         self.disk = self.audit.judge(self.module) + [e["why"] for e in self.audit.since(0)]
+        self.audit.unimported = self.module is None
         if len(names) > 1:
             self.disk.append(f"the module is imported under {len(names)} names "
                              f"({', '.join(sorted(names))})")
@@ -211,9 +210,6 @@ class Worker(_Phases):
         if session.testsfailed or self.collect_errors:
             _send(self.replies, {"error": "collection", "detail": "; ".join(
                 self.collect_errors) or f"{session.testsfailed} error(s) while collecting"})
-            return True
-        if self.module is None and self.items:
-            _send(self.replies, {"error": "not-imported"})
             return True
         self.keep = procs.snapshot(os.getpid())
         _send(self.replies, {"ready": True, "module": getattr(self.module, "__name__", None),
@@ -469,8 +465,9 @@ class Worker(_Phases):
     def reload(self, request: dict) -> int:
         """A fresh pytest session on the mutant: the project's modules forgotten, the module's
         file served with the mutant's text, so everything imports as a new process would."""
-        inmemory.forget(os.getcwd())
+        inmemory.forget(self.project)
         inmemory.install_finder(self.module_path, request["source"])
+        inmemory.defer_rewriting(self.module_path)
         wanted = request.get("tests")
         args = list(self.pytest_args) if wanted is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(wanted)

@@ -121,9 +121,6 @@ def start_worker(module: Path, pytest_args: list[str], project: Path) -> WorkerP
     hello = worker.hello
     if "error" in hello:
         worker.close()
-        if hello["error"] == "not-imported":
-            raise NotImported(f"the tests never import {module} (nothing to mutate through "
-                              "them)")
         if hello["error"] == "collection":
             raise UserError(f"the tests or {module} do not import: {hello.get('detail', '')}")
         raise UserError(f"pytest could not run the tests (exit status {hello.get('exit')})")
