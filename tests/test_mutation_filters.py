@@ -57,7 +57,7 @@ def test_survivors_fit_80_columns_with_what_they_change():
     assert lines[1] == "  pkg/m.py:2  core/ReplaceBinaryOperator_Add_Sub#0"
     assert lines[2].startswith("    - return x + 111") and lines[2].endswith("…")
     assert lines[3] == "    + return x - 1"
-    assert lines[4] == "  pkg/m.py:9  core/NumberReplacer#3 (no test runs it)"
+    assert lines[4] == "  pkg/m.py:9  core/NumberReplacer#3 (uncovered)"
     assert all(len(line) <= 80 for line in lines)
     assert survivor_lines({"mutants": rows}, 1)[-1].startswith("  ... and 1 more")
     assert survivor_lines({"mutants": rows}, 0) == []

@@ -102,6 +102,9 @@ def run(
     keep = MutantFilter(tuple(as_list(pick(operator, "operators"))),
                         tuple(as_list(pick(exclude_operator, "exclude-operators"))),
                         parse_lines(pick(lines, "lines", "")))
+    survivors = pick(survivors, "survivors", 20)
+    if survivors < -1:
+        raise UserError(f"--survivors must be -1 (all), 0 (none) or a count, not {survivors}")
     bar = MutationBar(enabled=not as_json and sys.stderr.isatty())
     try:
         with bar:
@@ -118,9 +121,6 @@ def run(
         sys.stderr.write(f"coral: interrupted; resume with: {resume_command(sys.argv)}\n")
         sys.stderr.flush()
         os._exit(130)  # the workers are gone; no thread may hold the exit
-    survivors = pick(survivors, "survivors", 20)
-    if survivors < -1:
-        raise UserError(f"--survivors must be -1 (all), 0 (none) or a count, not {survivors}")
     if as_json:
         print_json(summary)
         return

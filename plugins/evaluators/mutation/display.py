@@ -80,7 +80,7 @@ def survivor_lines(summary: dict, limit: int) -> list[str]:
     out = [f"surviving mutants ({len(rows)}):"]
     for row in shown:
         where = f"{Path(row['module']).as_posix()}:{row['line']}"
-        how = "" if row.get("mode") != "uncovered" else " (no test runs it)"
+        how = " (uncovered)" if row.get("mode") == "uncovered" else ""
         out.append(_fit(f"  {where}  {row['operator']}#{row['occurrence']}{how}"))
         out.extend(_fit("    " + line) for line in changed_lines(row.get("diff", "")))
     if len(shown) < len(rows):
