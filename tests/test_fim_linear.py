@@ -33,6 +33,8 @@ from coral_core.fim.templates import FAMILIES, FimTemplate, parse_any
 from coral_core.fim import metrics
 from coral_plugins.evaluators.fim import FimEvaluator
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 SMALL, BIG = 20_000, 160_000
 RATIO = 24  # big / small: 8 when linear, 64 when quadratic
 FACTOR = 40  # big / scoring plain code of the big size (the worst linear path is ~10)

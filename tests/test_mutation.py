@@ -58,7 +58,7 @@ def test_quiet():
 '''
 
 
-# The parity module: 158 cosmic-ray mutants, among them one that never ends (`i += 0`:
+# The parity module: 97 cosmic-ray mutants, among them one that never ends (`i += 0`:
 # killed by timeout) and two incompetent ones: NumberReplacer on a 4,000-digit hex constant
 # computes a number that Python will not turn into decimal text (more than 4,300 digits),
 # so cosmic-ray's mutation machinery raises.
@@ -78,17 +78,13 @@ def grade(score):
     return "C"
 
 
-def poly(x):
-    return 3 * x * x + 2 * x - 1
-
-
 def is_even(n):
     return n % 2 == 0
 
 
 def unused(a):""")
 PARITY_TESTS = TESTS.replace("from calc import clamp, count_up",
-                             "from calc import clamp, count_up, grade, is_even, mean, poly") + \
+                             "from calc import clamp, count_up, grade, is_even, mean") + \
     """
 
 def test_mean():
@@ -99,10 +95,6 @@ def test_grade():
     assert grade(95) == "A"
     assert grade(80) == "B"
     assert grade(10) == "C"
-
-
-def test_poly():
-    assert poly(2) == 15
 
 
 def test_even():
@@ -133,7 +125,7 @@ def verdicts(path: Path) -> dict:
 
 
 def test_verdicts_equal_cosmic_ray_exec(tmp_path):
-    """cosmic-ray's own sequential run is the oracle, on 158 mutants (a timeout, two
+    """cosmic-ray's own sequential run is the oracle, on 97 mutants (a timeout, two
     incompetent, survivors, uncovered and module-level ones). Its timeout is wall-clock
     for the whole test command (pytest's start-up included), so it is set well above what
     a busy machine needs (2 s failed beside CPU hogs: start-up alone took that); Coral's
@@ -142,7 +134,7 @@ def test_verdicts_equal_cosmic_ray_exec(tmp_path):
     theirs = project(tmp_path / "theirs", PARITY_MODULE, PARITY_TESTS)
     (theirs / "cr.toml").write_text(
         '[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = 15.0\nexcluded-modules = []\n'
-        # pytest's plugins (timeout, anyio) unloaded: half of each of 158 pytest starts
+        # pytest's plugins (timeout, anyio) unloaded: half of each of 97 pytest starts
         f'test-command = "env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest'
         ' -x -q -p no:cacheprovider test_calc.py"\n'
         '[cosmic-ray.distributor]\nname = "local"\n')
@@ -154,7 +146,7 @@ def test_verdicts_equal_cosmic_ray_exec(tmp_path):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     expected, got = verdicts(theirs / "cr.sqlite"), verdicts(ours / "s.sqlite")
-    assert got == expected and len(expected) >= 150
+    assert got == expected and len(expected) >= 90
     assert summary["counts"]["incompetent"] == 2
     assert {row["line"] for row in summary["mutants"] if row["verdict"] == "incompetent"} == {2}
     modes = {row["mode"] for row in summary["mutants"]}

@@ -239,6 +239,7 @@ def _kill(pids: list[int]) -> None:
             pass
 
 
+@pytest.mark.loaded
 def test_a_forked_helper_holding_the_pipe_changes_nothing(tmp_path):
     """A test forked a helper that slept 25 s holding the child's inherited result pipe: the
     worker waited for the pipe's end, so the mutant was "killed (timeout)" (a score of 100
@@ -286,6 +287,7 @@ def test_helper():
     assert summary["exact"] == 0  # a fork sees the memory: the in-memory path stays
 
 
+@pytest.mark.loaded
 def test_no_process_a_test_starts_outlives_the_run(tmp_path):
     """A test that left `sleep` running in the background (12 processes after the run),
     whichever way: Popen in a new session, a shell's `&`, nohup, setsid, a daemon that

@@ -17,6 +17,8 @@ from coral_plugins.evaluators.style import StyleEvaluator, style_score
 from coral_plugins.evaluators.syntax import SyntaxEvaluator
 from coral_plugins.evaluators.tests import TestsEvaluator
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 WEIGHTS = {"bugfix": 0.30, "security": 0.25, "syntax": 0.20, "style": 0.15, "runtime": 0.10}
 
 

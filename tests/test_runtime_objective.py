@@ -23,6 +23,7 @@ def _context(sandbox: Sandbox) -> ExecutionContext:
     return ExecutionContext(sandbox)
 
 
+@pytest.mark.loaded
 def test_cost_formula():
     assert cost_score(100, 100, 4, 4) == 1.0
     assert cost_score(400, 100, 4, 4) == 0.25
@@ -43,6 +44,7 @@ def test_every_reference_copy_scores_exactly_one(quixbugs):
             assert evaluation.details["cost"] == evaluation.details["reference_cost"] > 0
 
 
+@pytest.mark.loaded
 def test_a_slower_program_scores_lower_by_the_same_amount_every_time(quixbugs):
     task = quixbugs.task("sieve")
     assert SLOW_SIEVE_LINE in task.reference
@@ -61,6 +63,7 @@ def test_a_slower_program_scores_lower_by_the_same_amount_every_time(quixbugs):
     assert cost > 2 * reference and scores[0] == pytest.approx(reference / cost)
 
 
+@pytest.mark.loaded
 def test_precomputing_while_loading_is_counted(quixbugs):
     task = quixbugs.task("sieve")
     table = ("_PRIMES = [p for p in range(2, 1001) if all(p % d for d in range(2, p))]\n"
@@ -78,6 +81,7 @@ def test_precomputing_while_loading_is_counted(quixbugs):
     "import sys\nsys.settrace(None)\n",
     "import sys\n_real = sys.settrace\nsys.settrace(lambda *a: None)\n",
 ])
+@pytest.mark.loaded
 def test_a_program_that_hides_from_the_counter_gets_no_runtime(quixbugs, escape):
     task = quixbugs.task("sieve")
     code = task.reference.replace("def sieve(max):", "def sieve(max):\n    " +
@@ -90,6 +94,7 @@ def test_a_program_that_hides_from_the_counter_gets_no_runtime(quixbugs, escape)
     assert "removed the line counter" in evaluation.details["why"]
 
 
+@pytest.mark.loaded
 def test_time_mode_is_available(quixbugs):
     task = quixbugs.task("gcd")
     with Sandbox(SandboxPolicy(timeout=5.0)) as sandbox:

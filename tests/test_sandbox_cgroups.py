@@ -26,7 +26,8 @@ def _writable() -> bool:
     return True
 
 
-pytestmark = pytest.mark.skipif(not _writable(), reason="no writable cgroup here")
+pytestmark = [pytest.mark.loaded,
+              pytest.mark.skipif(not _writable(), reason="no writable cgroup here")]
 
 
 @pytest.fixture(scope="module")

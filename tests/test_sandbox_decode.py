@@ -11,6 +11,8 @@ import pytest
 
 from coral_core.sandbox.decode import MAX_EQUAL_HASHES, DecodeError, Opaque, decode_record
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 M = (1 << 61) - 1  # hash(k * M) == 0 for every int k
 
 

@@ -79,6 +79,8 @@ from coral_core.scoring.program_tests import ExecutionSpec
 from coral_core.types import Task
 from coral_plugins.datasets.quixbugs import QuixBugs
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 RUN = uuid.uuid4().hex[:12]

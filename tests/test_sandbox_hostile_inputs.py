@@ -29,6 +29,8 @@ from coral_plugins.evaluators.syntax import SyntaxEvaluator
 from coral_plugins.evaluators.tests import TestsEvaluator
 from conftest import coral_env, run_coral
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 GCD = "def gcd(a, b):\n    return a if b == 0 else gcd(b, a % b)\n"
 INSECURE = ("import os{noqa}\nimport subprocess\n\n\ndef gcd(a,b):{noqa}\n"
             "    subprocess.call('echo ' + str(a), shell=True){noqa}\n"

@@ -28,6 +28,8 @@ from coral_core.sandbox.policy import NOBODY, bwrap_available
 from conftest import coral_env, run_coral
 from test_sandbox_evil import PERSIST_READ, PERSIST_WRITE
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 HAVE_BWRAP = bwrap_available()[0]
 REQUIRE_BWRAP = os.environ.get("CORAL_REQUIRE_BWRAP") == "1"
 

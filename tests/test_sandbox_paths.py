@@ -14,6 +14,8 @@ import pytest
 
 from coral_core.sandbox.policy import bwrap_available
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 SCRIPT = """
 import json, sys
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy

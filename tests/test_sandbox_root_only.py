@@ -33,6 +33,8 @@ from coral_plugins.evaluators.security import SecurityEvaluator
 from coral_plugins.evaluators.style import StyleEvaluator
 from coral_plugins.evaluators.syntax import SyntaxEvaluator
 
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
+
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0,
                              reason="the workers drop to nobody only when Coral runs as root")
 TESTS = Path(__file__).resolve().parent

@@ -68,6 +68,7 @@ def evaluate(scoring, code: str, problem: str = "bitcount", **options):
     return TestgenEvaluator(**options).evaluate(Candidate(task, code), context)
 
 
+@pytest.mark.loaded
 def test_a_good_suite_passes_reveals_covers_and_kills(scoring):
     first = evaluate(scoring, GOOD)
     assert first.objectives["tests_pass"] == 1.0
@@ -159,6 +160,7 @@ def test_a_suite_that_edits_the_program_earns_nothing_from_it(scoring):
     assert edited.objectives["line_coverage"] < 0.5
 
 
+@pytest.mark.loaded
 def test_a_suite_that_never_finishes_is_timed_out(scoring):
     looped = evaluate(scoring, LOOPS, test_timeout=0.5, suite_timeout=3.0)
     assert set(looped.objectives.values()) == {0.0}
@@ -220,7 +222,9 @@ def test_zero(n):
 }
 
 
-@pytest.mark.parametrize("name", sorted(SAME_AS_WEAK))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.loaded])
+                                  if name == "slow_collection" else name
+                                  for name in sorted(SAME_AS_WEAK)])
 def test_runs_of_a_file_cannot_differ_by_its_own_doing(scoring, name):
     got = evaluate(scoring, SAME_AS_WEAK[name]).objectives
     weak = evaluate(scoring, WEAK).objectives

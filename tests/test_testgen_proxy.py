@@ -254,6 +254,7 @@ def test_what_a_test_can_do_with_the_program(sandbox, node_source):
     assert run.lines and 2 in run.lines and "" in run.lines[2]  # `import` ran while loading
 
 
+@pytest.mark.loaded
 def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on(sandbox):
     from coral_plugins.evaluators.testgen.suite import run_suite
 
@@ -297,6 +298,7 @@ def test_after():
     "time.sleep(1000)", "os.kill(os.getpid(), signal.SIGSTOP)", "signal.pause()",
     # a review: sleeps shorter than the host's 50 ms tick, each followed by a message
     "for _ in range(10000):\n        time.sleep(0.045)\n        same(1)"])
+@pytest.mark.loaded
 def test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would(sandbox, body):
     """Asleep or stopped, a test reaches no CPU budget: it held its worker until the
     sandbox's wall-clock limit (93 s here). The host counts the time the tests' process
@@ -323,6 +325,7 @@ def test_a_test_that_uses_no_cpu_ends_its_run_as_a_budget_would(sandbox, body):
     "time.sleep(0.3)",
     # waiting for the program's answers is not idleness, however many and on a busy machine
     "for _ in range(4000):\n        assert same(1) == 1"])
+@pytest.mark.loaded
 def test_short_sleeps_and_waiting_for_the_program_are_not_idleness(sandbox, body):
     from coral_plugins.evaluators.testgen.suite import run_suite
 
@@ -553,6 +556,7 @@ def test_after():
 '''
 
 
+@pytest.mark.loaded
 def test_budgets_run_out_in_the_programs_code_not_in_coverages(sandbox):
     """An expiry raised in coverage's tracer, between its lock and its unlock, left the
     lock held and the program's process hung (about one expiry in six): the whole run was
@@ -690,6 +694,7 @@ def _judged(run, factor=10.0):
             "timeout": min(30.0, max(2.0, factor * run.cpu + 1.0))}
 
 
+@pytest.mark.loaded
 def test_the_programs_process_wakes_as_often_in_every_run(sandbox, data_dir):
     """A red-team pass read the program's process's wake-ups in /proc/PPID/status: they
     followed the CPU budget left (4 a second in the correct run, 5 with a 0.2 s budget)."""
@@ -728,6 +733,7 @@ def test_pids():
 '''
 
 
+@pytest.mark.loaded
 def test_a_file_that_knows_which_run_it_is_in_earns_nothing(data_dir):
     """A red-team pass: all jobs of a worker share one PID namespace, whose counter one run
     can set (by starting threads) and the next read (its own PID). The correct run is a

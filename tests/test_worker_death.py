@@ -7,10 +7,14 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.types import Candidate
 from coral_plugins.datasets.quixbugs import QuixBugs
+
+pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
 
 
 def _workers() -> set[int]:
