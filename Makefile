@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e ".[hf,openai,test,evolution,mutation,ray]"
+	# bytecode for Coral's own modules, as a regular install has (an editable install writes
+	# it on first import, unless PYTHONDONTWRITEBYTECODE is set: then every start compiles)
+	$(BIN)/python -m compileall -q coral_core cli plugins
 	touch $(STAMP)
 
 install: $(STAMP)

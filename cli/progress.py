@@ -8,9 +8,11 @@ import logging
 import sys
 import time
 
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, Task,
+                           TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Column
+from rich.text import Text
 
 from .output import stderr
 
@@ -48,19 +50,49 @@ def _unlisten(handler: _Notes) -> None:
         NOTES.setLevel(logging.NOTSET)
 
 
+ECHO_ROOM = 2  # columns the terminal's "^C" takes when Ctrl-C is pressed
+
+
+class _Narrower:
+    """A renderable drawn ECHO_ROOM columns narrower than the console. A bar line as wide as
+    the terminal leaves the cursor in its last column: the echoed "^C" then wraps it onto a
+    new line, and the display's last redraw, one line off, leaves a copy of every bar."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        narrower = options.update_width(max(1, options.max_width - ECHO_ROOM))
+        yield from console.render(self.renderable, narrower)
+
+
+class _NoteColumn(TextColumn):
+    """The column that gives way: the table may narrow it (it is not no_wrap, so the counts
+    and times keep their width), and its text is cut with an ellipsis, never wrapped."""
+
+    def render(self, task: Task) -> Text:
+        text = super().render(task)
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+
+class _Bars(Progress):
+    def get_renderable(self) -> RenderableType:
+        return _Narrower(super().get_renderable())
+
+
 class RichProgress:
     """Bars with counts and ETA for each phase (generate, evaluate)."""
 
     def __init__(self) -> None:
-        self._progress = Progress(
+        self._progress = _Bars(
             # at 80 columns the note gives way, never the counts and times ("0/4…" for 0/400)
             SpinnerColumn(finished_text=" "), TextColumn("{task.description:>9}"),
             BarColumn(bar_width=16),
             MofNCompleteColumn(table_column=Column(no_wrap=True)),
             TimeElapsedColumn(table_column=Column(no_wrap=True)), TextColumn("eta"),
             TimeRemainingColumn(table_column=Column(no_wrap=True)),
-            TextColumn("{task.fields[note]}", style="dim",
-                       table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            _NoteColumn("{task.fields[note]}", style="dim", table_column=Column(ratio=1)),
             console=stderr, transient=False,
         )
         self._tasks: dict[str, TaskID] = {}

@@ -3,8 +3,11 @@ the first batch starts, and a finished phase (a resumed run's) that stops its cl
 
 from __future__ import annotations
 
+import io
 import threading
 from concurrent.futures import Future
+
+import pytest
 
 from conftest import coral_env, run_coral
 from coral_cli.progress import PlainProgress, RichProgress
@@ -95,6 +98,25 @@ def test_a_phase_already_complete_stops_its_clock():
     generate, evaluate = progress._progress.tasks
     assert generate.finished and generate.finished_time is not None
     assert not evaluate.finished
+
+
+@pytest.mark.parametrize("width", [60, 80, 132])
+def test_bars_leave_room_for_the_echoed_ctrl_c(width):
+    """A bar as wide as the terminal leaves the cursor in its last column, so the "^C" the
+    terminal echoes wraps it and the display's last redraw leaves every bar twice."""
+    from rich.console import Console
+
+    from coral_cli.progress import ECHO_ROOM
+
+    progress = RichProgress()
+    progress.label("trial 3/16 (temperature=0.2, max_new_tokens=256)")
+    progress.start("generate", 400, 12)
+    progress.note("generate", "waiting for Ray: 3 calls in flight, oldest 40 s " * 4)
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
+    console.print(progress._progress.get_renderable())
+    lines = console.export_text().splitlines()
+    assert lines and max(len(line) for line in lines) <= width - ECHO_ROOM
+    assert "12/400" in lines[0]
 
 
 def test_plain_progress_says_which_trial_each_line_is_about(tmp_path, data_dir):
