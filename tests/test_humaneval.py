@@ -155,6 +155,44 @@ def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):
         assert evaluator.verdict(Candidate(task, completion), context).result.startswith(result)
 
 
+def test_an_identical_program_is_checked_once_unless_dedupe_is_off(context, data_dir,
+                                                                   monkeypatch):
+    """Every correct infill of a task's holes is the same program: with the same test,
+    names and budget it gets the first check's verdict. A hole in another function makes
+    other names proxies: that is another check."""
+    from coral_plugins.evaluators.humaneval import evaluator as module
+
+    tasks = [t for t in HumanEvalInfilling(data_dir=str(data_dir)).tasks("multi-line")
+             if t.id.split("/")[2] in ("10", "38")]
+    distinct = {(t.metadata["prompt"] + t.reference + t.metadata["suffix"],
+                 HumanEvalEvaluator().plan(t)) for t in tasks}  # 3 (a blank line differs)
+    assert len(tasks) > 5 * len(distinct)
+    wrong = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/13"])[0]
+    candidates = [Candidate(t, t.reference) for t in tasks] + \
+        [Candidate(wrong, "    return 1\n")] * 3
+    runs = []
+
+    def counted(*args, **kwargs):
+        runs.append(args[1])
+        return real(*args, **kwargs)
+
+    real = module.run_check
+    monkeypatch.setattr(module, "run_check", counted)
+    once = [HumanEvalEvaluator().verdict(c, context) for c in candidates[:1]]
+    checked = HumanEvalEvaluator()
+    verdicts = [checked.verdict(c, context) for c in candidates]
+    assert len(runs) - len(once) == len(distinct) + 1  # one per distinct (program, names)
+    assert [v.passed for v in verdicts] == [True] * len(tasks) + [False] * 3
+    assert len({v.result for v in verdicts[-3:]}) == 1
+    runs.clear()
+    every = HumanEvalEvaluator(dedupe=False)
+    assert [every.verdict(c, context).passed for c in candidates] == \
+        [v.passed for v in verdicts]
+    assert len(runs) == len(candidates)
+    with pytest.raises(UserError, match="dedupe must be true or false"):
+        HumanEvalEvaluator(dedupe="yes")
+
+
 # ----- the CLI -----
 
 def _samples(path: Path, lines: list[dict]) -> Path:

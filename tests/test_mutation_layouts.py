@@ -131,7 +131,6 @@ def run_coral(root: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.mark.loaded
 def test_a_package_layouts_verdicts_equal_cosmic_rays(tmp_path):
     """Before: every module-level mutant was 'killed' by an ImportError of the half-built
     package, subtest failures counted as passes, a mutant in the closure that `checked`

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -55,16 +56,22 @@ def _terminal(env: dict[str, str], width: int | None) -> dict[str, str]:
     return {**env, "COLUMNS": str(width), "TTY_COMPATIBLE": "1"}
 
 
-@pytest.mark.parametrize("width", [*WIDTHS, None], ids=lambda w: f"{w}cols" if w else "piped")
-def test_run_and_report_tables_keep_every_problem_name_and_header_whole(setting, width):
-    out = setting["root"] / f"run-{width}"
-    env = _terminal(setting["env"], width)
+@pytest.fixture(scope="module")
+def finished_run(setting) -> Path:
+    """One run for every width: `run` and `report` print its table through the same code."""
+    out = setting["root"] / "run"
     result = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--split", "all",
                        "--problems", ",".join(PROBLEMS), "--samples", "1", "--out", str(out),
-                       env=env)
+                       env=_terminal(setting["env"], 80))
     assert result.returncode == 0, result.stderr
-    _check(result.stdout, width, PROBLEMS, RUN_HEADERS)
-    report = run_coral("report", str(out), env=env)
+    _check(result.stdout, 80, PROBLEMS, RUN_HEADERS)
+    return out
+
+
+@pytest.mark.parametrize("width", [*WIDTHS, None], ids=lambda w: f"{w}cols" if w else "piped")
+def test_run_and_report_tables_keep_every_problem_name_and_header_whole(
+        setting, finished_run, width):
+    report = run_coral("report", str(finished_run), env=_terminal(setting["env"], width))
     assert report.returncode == 0, report.stderr
     _check(report.stdout, width, PROBLEMS, RUN_HEADERS)
     assert "95% CI" in ANSI.sub("", report.stdout) and "bootstrap over problems" in \

