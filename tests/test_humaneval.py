@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,22 @@ def test_the_reference_scores_everything_and_the_baseline_says_what_to_pass(
     refused = run_coral("run", "--plugin", "humaneval", "--out", str(tmp_path / "b"), env=env)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--model hf:PATH_OR_ID or --model openai:MODEL" in refused.stderr
+
+
+def test_prompt_style_flag_sets_the_prompts_and_is_checked(tmp_path, data_dir):
+    env = coral_env(data_dir)
+    common = ("--model", "reference", "--limit", "2", "--samples", "1", "--json")
+    chat = run_coral("run", "--plugin", "humaneval", "--prompt-style", "instruction", *common,
+                     "--out", str(tmp_path / "chat"), env=env)
+    assert chat.returncode == 0, chat.stderr
+    assert json.loads(chat.stdout)["pass_at_k"]["1"] == 1.0
+    config = tomllib.loads((tmp_path / "chat" / "config.toml").read_text())
+    assert config["dataset"]["options"]["prompt"] == "instruction"
+    wrong = run_coral("run", "--plugin", "humaneval", "--prompt-style", "chatty", *common,
+                      "--out", str(tmp_path / "wrong"), env=env)
+    assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
+    assert "expected completion or instruction" in wrong.stderr
+    assert not (tmp_path / "wrong").exists()
 
 
 @pytest.mark.slow

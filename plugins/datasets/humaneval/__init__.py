@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coral_core.hookspecs import hookimpl
+from coral_core.types import RunFlag
 
 from .fetch import HUMANEVAL, INFILLING
 from .sets import HumanEval as _HumanEval
@@ -65,3 +66,12 @@ def coral_register_datasets(register):
 def coral_register_experiments(register):
     register(HumanEval.name, PRESET)
     register(HumanEvalInfilling.name, INFILLING_PRESET)
+
+
+@hookimpl
+def coral_register_run_flags(register):
+    register("prompt_style", RunFlag(
+        ("dataset", "options", "prompt"), str, metavar="STYLE",
+        help="HumanEval's prompts (config: dataset.options.prompt): completion (the code "
+             "so far, for base models) or instruction (a request that holds it, for chat "
+             "models)"))
