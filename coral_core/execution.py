@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import statistics
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence, TypeVar
 
 from coral_core.scoring.verdicts import Outcome, judge_case, tally
 from coral_core.errors import UserError
+from coral_core.once import Once
 from coral_core.sandbox import ExecutionResult, JobTemplate, Sandbox, SandboxPolicy, StepResult
 from coral_core.types import Candidate, Task
 
@@ -88,24 +88,14 @@ class ExecutionContext:
         self.timeout_factor = timeout_factor
         self.timeout_floor = timeout_floor
         self._lock = threading.Lock()
-        self._futures: dict[tuple[str, ...], Future] = {}
+        self._computed: Once = Once()
         self._reference_sandbox: Sandbox | None = None
         self._preloaded: dict[tuple, Sandbox] = {}
         self._templates: dict[tuple[object, ...], JobTemplate] = {}
 
     def _once(self, key: tuple[str, ...], compute: Callable[[], T]) -> T:
         """Compute `key` once, whichever thread asks first; others wait for it."""
-        with self._lock:
-            future = self._futures.get(key)
-            owner = future is None
-            if owner:
-                future = self._futures[key] = Future()
-        if owner:
-            try:
-                future.set_result(compute())
-            except BaseException as error:
-                future.set_exception(error)
-        return future.result()
+        return self._computed.get(key, compute)
 
     def _run(self, task: Task, code: str, timeouts: list[float] | None,
              sandbox: Sandbox | None = None, steps: tuple[int, ...] | None = None,

@@ -6,12 +6,12 @@ import hashlib
 import json
 import math
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 from coral_core.config.schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
+from coral_core.once import Once
 from coral_core.types import Candidate, Evaluation, Task
 
 from . import NAME
@@ -53,8 +53,8 @@ class HumanEvalEvaluator:
                             f"not {dedupe!r}")
         self.dedupe = dedupe
         self._plans: dict[tuple[str, str], Plan] = {}
-        self._references: dict[tuple[str, str], Future] = {}
-        self._checked: dict[str, Future] = {}
+        self._references: Once[float | None] = Once()
+        self._checked: Once[Verdict] = Once(retry_errors=True)
         self._lock = threading.Lock()
 
     def plan(self, task: Task) -> Plan:
@@ -85,43 +85,19 @@ class HumanEvalEvaluator:
         key = hashlib.sha256(json.dumps(
             [program, meta["test"], plan.entry_point, plan.proxies, plan.helpers,
              plan.reference, cpu, idle, repr(context.policy)]).encode()).hexdigest()
-        with self._lock:
-            future = self._checked.get(key)
-            owner = future is None
-            if owner:
-                future = self._checked[key] = Future()
-        if owner:
-            try:
-                verdict = check()
-            except BaseException as error:  # noqa: B902 - every waiter sees it
-                with self._lock:  # a later copy checks again
-                    self._checked.pop(key, None)
-                future.set_exception(error)
-            else:
-                if not verdict.recorded:  # the sandbox's failure, not the program's verdict
-                    with self._lock:
-                        self._checked.pop(key, None)
-                future.set_result(verdict)
-        return future.result()
+        # a verdict the sandbox gave (the check did not start or report) is not the program's
+        return self._checked.get(key, check, keep=lambda verdict: verdict.recorded)
 
     def reference_cpu(self, task: Task, context: ExecutionContext) -> float | None:
         """The canonical solution's CPU time (once per task), or None where it has none
         or it does not pass."""
-        key = (task.dataset, task.id)
-        with self._lock:
-            future = self._references.get(key)
-            owner = future is None
-            if owner:
-                future = self._references[key] = Future()
-        if owner:
-            try:
-                canonical = task.metadata.get("canonical_solution")
-                verdict = None if canonical is None else self._run(
-                    task, canonical, context, self.timeout or context.policy.timeout)
-                future.set_result(verdict.cpu if verdict and verdict.passed else None)
-            except BaseException as error:  # noqa: B902 - every waiter sees it
-                future.set_exception(error)
-        return future.result()
+        def measure() -> float | None:
+            canonical = task.metadata.get("canonical_solution")
+            verdict = None if canonical is None else self._run(
+                task, canonical, context, self.timeout or context.policy.timeout)
+            return verdict.cpu if verdict and verdict.passed else None
+
+        return self._references.get((task.dataset, task.id), measure)
 
     def budget(self, task: Task, context: ExecutionContext) -> float:
         """CPU seconds the program may use (see the class docstring)."""
