@@ -28,10 +28,13 @@ run: install
 	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
 	$(BIN)/coral run --plugin quixbugs
 
-# Each test file whole on one pytest worker (its module-scoped fixtures are built once), one
-# worker more than there are cores (at most 4): many tests wait on the processes they start.
+# Each test file whole on one pytest worker (its module-scoped fixtures are built once). The
+# plain pass runs one worker more than there are cores (at most 4): many tests wait on the
+# processes they start. Beside the hogs, one per core (a third was slower on 2 cores).
+CORES ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$n)
 WORKERS ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$((n + 1)))
 PARALLEL := -n $(WORKERS) --dist loadfile
+LOADED_PARALLEL := -n $(CORES) --dist loadfile
 
 # Every test once: the load-sensitive ones (marked `loaded`: the sandbox, every objective,
 # CPU budgets) beside two CPU-bound processes per core, where a verdict that depends on the
@@ -45,11 +48,11 @@ test-fast: install
 	$(BIN)/python -m pytest -m "not slow"
 
 test-loaded: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(PARALLEL) -m loaded
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL) -m loaded
 
 # The whole suite beside the hogs (about three times as long as `make test`).
 test-loaded-all: install
-	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(PARALLEL)
+	$(BIN)/python benchmarks/loaded.py -- $(BIN)/python -m pytest $(LOADED_PARALLEL)
 
 bench: install
 	$(BIN)/python benchmarks/sandbox.py
