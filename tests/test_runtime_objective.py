@@ -32,6 +32,8 @@ def test_cost_formula():
     assert cost_score(100, 100, 0, 4) == 0.0
 
 
+# Not `loaded`: all 40 copies take two minutes beside the hogs; this file's other tests
+# check the same cost there.
 def test_every_reference_copy_scores_exactly_one(quixbugs):
     evaluator = RuntimeEvaluator()
     with Sandbox(SandboxPolicy(timeout=5.0)) as sandbox:
