@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from coral_core.types import GenerationRequest, Prompt, SamplingParams  # noqa: E402
-from coral_plugins.models.hf import HFModel  # noqa: E402
+from coral_plugins.models.hf.model import HFModel  # noqa: E402
 from tiny_model import build_tiny_model  # noqa: E402
 
 PROMPT = Prompt(instruction="def gcd(a, b):\n    if b == 0:\n        return a\n")

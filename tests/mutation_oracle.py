@@ -1,7 +1,7 @@
 """cosmic-ray's verdict on one mutant, the way `cosmic-ray exec` reaches it: the mutant written
 into the module's file (cosmic-ray's own `mutate_code`, UTF-8) in a copy of the project, then
 `python -m pytest -x` there; exit status 0 survived, anything else killed. Used by the
-real-layout tests and by `benchmarks/mutation_real.py` as the oracle Coral must equal."""
+real-layout tests and by `benchmarks/mutation.py` as the oracle Coral must equal."""
 
 from __future__ import annotations
 

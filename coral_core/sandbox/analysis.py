@@ -23,7 +23,6 @@ import json
 import os
 import queue
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -33,7 +32,7 @@ from typing import Any
 from coral_core.errors import UserError
 from coral_core.sandbox.inside.limits import CPU_SECONDS, MAX_SOURCE
 from coral_core.sandbox.policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy,
-                                       bwrap_command, scrubbed_environment, worker_launcher)
+                                       bwrap_command, start_worker, worker_launcher)
 
 START_SECONDS = 120.0  # importing flake8 and bandit on a loaded machine
 ANSWER_SECONDS = 3 * CPU_SECONDS + 30.0  # wall time for a request whose CPU time is capped
@@ -77,9 +76,7 @@ class _Worker:
         else:
             command = [sys.executable, *INTERPRETER_FLAGS, "-c",
                        worker_launcher(str(WORKER_DIR), "lint"), options]
-        self.process = subprocess.Popen(  # its own session: see pool.py
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=scrubbed_environment(), cwd="/", close_fds=True, start_new_session=True)
+        self.process = start_worker(command, "/")
         try:
             hello = self._receive(time.monotonic() + START_SECONDS)
             if not hello.get("ready"):

@@ -10,9 +10,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 # host side: the code under inside/ imports no coral_core
 from coral_core.config.settings import default
+from coral_core.errors import UserError
 
 WORKER_DIR = Path(__file__).with_name("inside")  # what runs inside: standard library only
 WORKER_FILE = WORKER_DIR / "worker.py"
@@ -134,7 +136,7 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
     (capped in size; bubblewrap 0.8 cannot cap its inodes, the worker samples them), a
     private POSIX message queue file system the worker empties after each job."""
     command = [
-        "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        bwrap_program(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session",
         "--clearenv",
     ]
@@ -178,6 +180,38 @@ def _parents(path: str, made: set[str]) -> list[str]:
             made.add(parent)
             args += ["--perms", "0755", "--dir", parent]
     return args
+
+
+class SandboxUnavailable(UserError):
+    """A sandbox process cannot be started at all here: no candidate could be scored, so
+    the run stops with this one line instead of scoring every candidate as an error."""
+
+
+def start_worker(command: list[str], cwd: str | None,
+                 wrap: Callable[[list[str]], list[str]] | None = None) -> subprocess.Popen[bytes]:
+    """A worker process in a session of its own (a terminal's ^C reaches Coral alone, which
+    stops its workers in order), with the scrubbed environment and pipes for the wire.
+    `wrap` (entering a cgroup through a shell) is applied after the program is checked: a
+    shell that cannot exec it would look like a worker that died."""
+    if shutil.which(command[0]) is None:
+        raise SandboxUnavailable(f"the sandbox cannot start a worker here: {command[0]} is "
+                                 "not an executable file")
+    if wrap is not None:
+        command = wrap(command)
+    try:
+        return subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=scrubbed_environment(), cwd=cwd, close_fds=True, start_new_session=True,
+        )
+    except OSError as error:
+        raise SandboxUnavailable(f"the sandbox cannot start a worker here: {error}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_program() -> str:
+    """bubblewrap's full path, looked up on Coral's own PATH: workers start with the
+    scrubbed environment, whose PATH need not hold the folder where bwrap was found."""
+    return shutil.which("bwrap") or "bwrap"
 
 
 @functools.lru_cache(maxsize=None)

@@ -30,7 +30,7 @@ from coral_core.sandbox.cgroups import SlotCgroup, slot_name
 from coral_core.sandbox.inside.limits import WALL_FACTOR
 from coral_core.sandbox.notices import warn_once
 from coral_core.sandbox.policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy,
-                                       bwrap_available, bwrap_command, scrubbed_environment,
+                                       bwrap_available, bwrap_command, start_worker,
                                        worker_launcher)
 from coral_core.sandbox.results import Assembly, ExecutionResult, ProtocolError, StepResult
 from coral_core.sandbox.wire import Job, JobTemplate, Pipes, WorkerGone
@@ -139,14 +139,8 @@ class _Slot:
             if os.geteuid() == 0:
                 os.chown(self.scratch, NOBODY, NOBODY)
             cwd = self.scratch
-        if self.cgroup is not None:
-            command = self.cgroup.wrap(command)
-        # a session of its own: a terminal's ^C reaches Coral alone, which stops its
-        # workers in order (a worker that got it too died half-way, its sandbox orphaned)
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env=scrubbed_environment(), cwd=cwd, close_fds=True, start_new_session=True,
-        )
+        self.process = start_worker(command, cwd,
+                                    self.cgroup.wrap if self.cgroup is not None else None)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.pipes = Pipes(self.process.stdin.fileno(), self.process.stdout.fileno())
         kind, payload = self.pipes.frame(time.monotonic() + 60, self.limits)
@@ -418,6 +412,10 @@ class Sandbox:
                     self._fail(item, error)
                     return
                 continue
+            except BaseException as error:  # no worker at all (SandboxUnavailable): the
+                _stop_quietly(slot)  # caller hears it; a job left waiting hangs the run
+                item.future.set_exception(error)
+                return
             flight.append(item)
             return
 
