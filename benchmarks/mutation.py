@@ -1,19 +1,25 @@
-"""cosmic-ray's own sequential `exec` against `coral mutation run` on the same module and
-tests, in one run: seconds, ratio, and whether every verdict agrees.
+"""cosmic-ray's own sequential `exec` against `coral mutation run` (and mutmut 3, given its
+executable) on the same module and tests, in one run: seconds, ratio, per-mutant time, and
+whether every verdict agrees with cosmic-ray's.
 
     .venv/bin/python benchmarks/mutation.py            # the ~90-line module, 25 tests (slow:
                                                        # cosmic-ray takes about 10 minutes)
     .venv/bin/python benchmarks/mutation.py --small    # the test suite's small module
+    .venv/bin/python benchmarks/mutation.py --library ordered-set --mutmut /path/to/mutmut
+        # a real library as its source distribution lays it out (pip downloads it)
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 BIN = Path(sys.executable).parent
 
@@ -148,6 +154,55 @@ def test_smoke(): assert callable(mean)
 '''
 
 
+@dataclass(frozen=True)
+class Library:
+    """A library from the package index, as its sdist lays it out."""
+
+    requirement: str
+    folder: str
+    module: str
+    tests: tuple[str, ...]
+    mutmut_paths: str  # what mutmut 3 mutates (it takes folders)
+
+
+LIBRARIES = {
+    "ordered-set": Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py",
+                           ("test",), "ordered_set/"),
+}
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where each tool runs (a fresh copy each) and on what."""
+
+    make: Callable[[Path], None]
+    module: str
+    tests: tuple[str, ...]
+    mutmut_paths: str
+
+
+def built_in(module: str, tests: str) -> Project:
+    def make(root: Path) -> None:
+        root.mkdir()
+        (root / "calc.py").write_text(module)
+        (root / "test_calc.py").write_text(tests)
+
+    return Project(make, "calc.py", ("test_calc.py",), "calc.py")
+
+
+def library(name: str, work: Path) -> Project:
+    chosen = LIBRARIES[name]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                    ":all:", "-d", str(work), chosen.requirement], check=True)
+    archive = next(work.glob("*.tar.gz"))
+    subprocess.run(["tar", "xzf", str(archive)], cwd=work, check=True)
+
+    def make(root: Path) -> None:
+        shutil.copytree(work / chosen.folder, root)
+
+    return Project(make, chosen.module, chosen.tests, chosen.mutmut_paths)
+
+
 def verdicts(path: Path) -> dict:
     from cosmic_ray.work_db import WorkDB, use_db
 
@@ -156,64 +211,76 @@ def verdicts(path: Path) -> dict:
                 for i, r in db.completed_work_items}
 
 
+def cosmic_ray(root: Path, project: Project) -> None:
+    tests = " ".join(project.tests)
+    begin = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *project.tests],
+                   cwd=root, check=True, capture_output=True)
+    suite = time.perf_counter() - begin
+    (root / "cr.toml").write_text(
+        f'[cosmic-ray]\nmodule-path = "{project.module}"\ntimeout = {max(10, 1.5 * suite)}\n'
+        'excluded-modules = []\n'
+        f'test-command = "{sys.executable} -m pytest -x -q -p no:cacheprovider {tests}"\n'
+        '[cosmic-ray.distributor]\nname = "local"\n')
+    for step in ("init", "exec"):
+        subprocess.run([str(BIN / "cosmic-ray"), step, "cr.toml", "s.sqlite"], cwd=root,
+                       check=True, capture_output=True)
+
+
+def coral(root: Path, project: Project, workers: int) -> None:
+    tests = [arg for test in project.tests for arg in ("--tests", test)]
+    subprocess.run([sys.executable, "-m", "coral_cli.app", "mutation", "run", "--module",
+                    project.module, *tests, "--session", "s.sqlite", "--workers", str(workers),
+                    "--json"], cwd=root, check=True, capture_output=True)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true")
+    parser.add_argument("--library", choices=sorted(LIBRARIES),
+                        help="a real library instead of the built-in module")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--mutmut", metavar="PATH", default="",
                         help="a mutmut 3 executable (in a venv of its own, with pytest): "
                              "adds its row, on its own operator set")
     options = parser.parse_args()
-    module, tests = (SMALL, SMALL_TESTS) if options.small else (MODULE, TESTS)
     with tempfile.TemporaryDirectory() as tmp:
+        if options.library:
+            (Path(tmp) / "sdist").mkdir()
+            project = library(options.library, Path(tmp) / "sdist")
+        else:
+            project = built_in(*((SMALL, SMALL_TESTS) if options.small else (MODULE, TESTS)))
         times = {}
         for who in ("cosmic-ray", "coral"):
             root = Path(tmp) / who
-            root.mkdir()
-            (root / "calc.py").write_text(module)
-            (root / "test_calc.py").write_text(tests)
+            project.make(root)
             start = time.perf_counter()
             if who == "cosmic-ray":
-                begin = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "test_calc.py"], cwd=root, check=True, capture_output=True)
-                suite = time.perf_counter() - begin
-                (root / "cr.toml").write_text(
-                    f'[cosmic-ray]\nmodule-path = "calc.py"\ntimeout = {max(10, 1.5 * suite)}\n'
-                    'excluded-modules = []\n'
-                    f'test-command = "{sys.executable} -m pytest -x -q -p no:cacheprovider '
-                    'test_calc.py"\n[cosmic-ray.distributor]\nname = "local"\n')
-                start = time.perf_counter()
-                for step in ("init", "exec"):
-                    subprocess.run([str(BIN / "cosmic-ray"), step, "cr.toml", "s.sqlite"],
-                                   cwd=root, check=True)
+                cosmic_ray(root, project)
             else:
-                subprocess.run([sys.executable, "-m", "coral_cli.app", "mutation", "run",
-                                "--module", "calc.py", "--tests", "test_calc.py", "--session",
-                                "s.sqlite", "--workers", str(options.workers), "--json"],
-                               cwd=root, check=True, capture_output=True)
+                coral(root, project, options.workers)
             times[who] = time.perf_counter() - start
         theirs = verdicts(Path(tmp) / "cosmic-ray" / "s.sqlite")
         ours = verdicts(Path(tmp) / "coral" / "s.sqlite")
         differ = [key for key in theirs if theirs[key] != ours.get(key)]
-        print("| tool | mutants | seconds |")
-        print("|---|---:|---:|")
-        print(f"| cosmic-ray exec (sequential) | {len(theirs)} | {times['cosmic-ray']:.1f} |")
+        print("| tool | mutants | seconds | per mutant |")
+        print("|---|---:|---:|---:|")
+        print(f"| cosmic-ray exec (sequential) | {len(theirs)} | {times['cosmic-ray']:.1f} | "
+              f"{times['cosmic-ray'] / max(1, len(theirs)):.3f} |")
         print(f"| coral mutation run ({options.workers} workers) | {len(ours)} | "
-              f"{times['coral']:.1f} |")
+              f"{times['coral']:.1f} | {times['coral'] / max(1, len(ours)):.3f} |")
         if options.mutmut:
-            print(mutmut_row(Path(tmp) / "mutmut", module, tests, options.mutmut))
+            print(mutmut_row(Path(tmp) / "mutmut", project, options.mutmut))
         print(f"ratio: {times['cosmic-ray'] / times['coral']:.1f}x; verdicts differing: "
               f"{len(differ)} {differ[:5]}")
 
 
-def mutmut_row(root: Path, module: str, tests: str, mutmut: str) -> str:
+def mutmut_row(root: Path, project: Project, mutmut: str) -> str:
     """mutmut 3 on the same module and tests: its own operators, so counts, not verdicts,
     compare (killed includes its timeouts, as cosmic-ray's)."""
-    root.mkdir()
-    (root / "calc.py").write_text(module)
-    (root / "test_calc.py").write_text(tests)
-    (root / "setup.cfg").write_text("[mutmut]\npaths_to_mutate=calc.py\ntests_dir=test_calc.py\n")
+    project.make(root)
+    (root / "setup.cfg").write_text(f"[mutmut]\npaths_to_mutate={project.mutmut_paths}\n"
+                                    f"tests_dir={','.join(project.tests)}\n")
     start = time.perf_counter()
     subprocess.run([mutmut, "run"], cwd=root, check=True, capture_output=True)
     seconds = time.perf_counter() - start
@@ -222,7 +289,8 @@ def mutmut_row(root: Path, module: str, tests: str, mutmut: str) -> str:
     counts = {word: results.count(word) for word in ("killed", "survived", "timeout")}
     total = sum(counts.values())
     return (f"| mutmut 3 run (its own operators) | {total} | {seconds:.1f} | "
-            f"killed {counts['killed'] + counts['timeout']}, survived {counts['survived']} |")
+            f"{seconds / max(1, total):.3f} | killed {counts['killed'] + counts['timeout']}, "
+            f"survived {counts['survived']} |")
 
 
 if __name__ == "__main__":

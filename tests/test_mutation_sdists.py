@@ -98,3 +98,37 @@ def test_verdicts_equal_cosmic_rays_on_real_layouts(corpus, library):
     assert got == expected, sorted(
         (key, got[key], expected[key]) for key in got if got[key] != expected[key])
     assert len(chosen) >= 4
+
+
+def test_a_resume_after_an_edit_reuses_verdicts_and_equals_a_fresh_session(corpus, tmp_path):
+    """ordered-set with one method edited: the verdicts whose code and tests did not change
+    are reused (doctests in the edited module run again: their file changed), and every
+    verdict equals a fresh session's."""
+    import shutil
+
+    project = tmp_path / "ordered-set"
+    shutil.copytree(corpus / "ordered-set-4.1.0", project)
+    args = CORAL + ["mutation", "run", "--module", "ordered_set/__init__.py", "--tests", "test",
+                    "--operator", "core/ReplaceComparisonOperator", "--workers", "2", "--json"]
+
+    def run(*extra: str) -> dict:
+        done = subprocess.run(args + list(extra), cwd=project, capture_output=True, text=True,
+                              timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout)
+
+    run("--session", "s.sqlite")
+    module = project / "ordered_set" / "__init__.py"
+    text = module.read_text()
+    edit = "            i = self.map[key]\n            del self.items[i]\n"
+    assert text.count(edit) == 1  # discard()
+    module.write_text(text.replace(edit, "            i = self.map[key]\n"
+                                         "            assert i >= 0\n"
+                                         "            del self.items[i]\n"))
+    resumed = run("--session", "s.sqlite", "--resume")
+    fresh = run("--session", "fresh.sqlite")
+    assert resumed["changed"] == ["the module changed"]
+    assert resumed["reused"] >= 10
+    verdicts = {(m["operator"], m["occurrence"]): m["verdict"] for m in resumed["mutants"]}
+    assert verdicts == {(m["operator"], m["occurrence"]): m["verdict"]
+                        for m in fresh["mutants"]}

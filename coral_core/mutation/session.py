@@ -4,7 +4,9 @@ plus Coral's own tables beside cosmic-ray's (cosmic-ray ignores them):
 - `coral_meta` (key, value): what the session was made from (module, tests, digests);
 - `coral_mutants` (job_id, seconds, mode, tests_run, timeout): how each verdict was reached;
 - `coral_kills` (job_id, test, how): the test x mutant kill matrix ("failed" or "timeout");
-- `coral_baseline` (test, seconds, lines): the unmutated run.
+- `coral_baseline` (test, seconds, lines): the unmutated run;
+- `coral_fingerprints` (job_id, key, deps): each mutant's key and what its verdict rests
+  on (coral_core.mutation.fingerprint), so a later `--resume` reuses what still holds.
 
 The work items are made by cosmic-ray's own `init` (its operators, its enumeration), so the
 (module, operator, occurrence) keys are cosmic-ray's. Coral's rows for a mutant are written
@@ -30,6 +32,7 @@ CREATE TABLE IF NOT EXISTS coral_mutants (job_id TEXT PRIMARY KEY, seconds REAL,
 CREATE TABLE IF NOT EXISTS coral_kills (job_id TEXT, test TEXT, how TEXT,
     PRIMARY KEY (job_id, test));
 CREATE TABLE IF NOT EXISTS coral_baseline (test TEXT PRIMARY KEY, seconds REAL, lines TEXT);
+CREATE TABLE IF NOT EXISTS coral_fingerprints (job_id TEXT PRIMARY KEY, key TEXT, deps TEXT);
 """
 
 
@@ -91,7 +94,8 @@ class Session:
         import cosmic_ray.commands
 
         with self.sql:
-            for table in ("coral_meta", "coral_mutants", "coral_kills", "coral_baseline"):
+            for table in ("coral_meta", "coral_mutants", "coral_kills", "coral_baseline",
+                          "coral_fingerprints"):
                 self.sql.execute(f"DELETE FROM {table}")
         cosmic_ray.commands.init(list(modules), self.db, {})
 
@@ -120,6 +124,15 @@ class Session:
 
     def kills(self) -> list[tuple[str, str, str]]:
         return list(self.sql.execute("SELECT job_id, test, how FROM coral_kills"))
+
+    def set_fingerprints(self, prints: dict[str, tuple[str, str | None]]) -> None:
+        with self.sql:
+            self.sql.executemany("INSERT OR REPLACE INTO coral_fingerprints VALUES (?, ?, ?)",
+                                 [(job_id, key, deps) for job_id, (key, deps) in prints.items()])
+
+    def fingerprints(self) -> dict[str, tuple[str, str | None]]:
+        return {row[0]: (row[1], row[2])
+                for row in self.sql.execute("SELECT * FROM coral_fingerprints")}
 
     def set_baseline(self, rows: list[dict]) -> None:
         with self.sql:

@@ -22,7 +22,9 @@ from coral_core.mutation.filters import MutantFilter, pragma_lines
 from coral_core.mutation.plan import Plan, make_plans
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
+from coral_core.mutation.fingerprint import tests_digest
 from coral_core.mutation.session import Session, digest
+from . import incremental
 
 MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
 
@@ -126,7 +128,8 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     meta_now = {"module": str(rel_modules[0]) if one else [str(m) for m in rel_modules],
                 "module_sha256": digest(project / rel_modules[0]) if one else
                 {str(m): digest(project / m) for m in rel_modules},
-                "tests": rel_tests, "timeout_mode": timeout_mode, "sample": sample,
+                "tests": rel_tests, "tests_sha256": tests_digest(project, rel_tests),
+                "timeout_mode": timeout_mode, "sample": sample,
                 "seed": seed, **keep.meta(),
                 "test_command": "python -m pytest " + " ".join(rel_tests)}
     spawn, shutdown = start_worker, None
@@ -201,11 +204,12 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
         if not resume and not fresh and (session.meta() or session.items()):
             raise UserError(f"{session_path} holds a mutation session already: --resume "
                             "continues it, --fresh starts it over")
+        earlier: dict = {}
         if resume:
             meta = session.meta()
             if not meta:
                 raise UserError(f"{session_path} holds no Coral mutation session to resume")
-            keys = ("module", "module_sha256", "tests", "timeout_mode", "sample", "seed",
+            keys = ("module", "tests", "timeout_mode", "sample", "seed",
                     "operators", "exclude_operators", "lines")
             filters = ("operators", "exclude_operators", "lines")  # none before they existed
             changed = [k for k in keys
@@ -213,7 +217,11 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
             if changed:
                 raise UserError(f"cannot resume {session_path}: {changed[0]} differs from the "
                                 "session's (--fresh starts it over)")
-        else:
+            why = incremental.what_changed(meta, meta_now, project)
+            if why:  # enumerate afresh; what still holds is reused, the rest runs
+                earlier = incremental.earlier_verdicts(session)
+                meta_now = {**meta_now, "changed": why}
+        if not resume or "changed" in meta_now:
             cwd = os.getcwd()
             os.chdir(project)
             try:
@@ -222,7 +230,7 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
                 os.chdir(cwd)
             session.set_meta(meta_now)
         return _execute(session, sources, rel_tests, workers, timeout_mode, sample, seed,
-                        project, progress, spawn, keep)
+                        project, progress, spawn, keep, earlier)
     except UserError:
         if created and not session.done():  # refused before a verdict: leave nothing
             session.close()
@@ -240,7 +248,8 @@ def _key(item) -> tuple:
 
 def _execute(session: Session, sources: dict[Path, str], tests: list[str], workers: int,
              timeout_mode: str, sample, seed: int, project: Path, progress,
-             spawn=start_worker, keep: MutantFilter | None = None) -> dict:
+             spawn=start_worker, keep: MutantFilter | None = None,
+             earlier: dict | None = None) -> dict:
     started = time.perf_counter()
     keyed = sorted(session.items(), key=_key)
     if sample is not None:
@@ -255,13 +264,13 @@ def _execute(session: Session, sources: dict[Path, str], tests: list[str], worke
         if mine:
             own = replace(keep or MutantFilter(), pragma=pragma_lines(source))
             _module_run(session, module, mine, source, tests, workers, timeout_mode, project,
-                        progress, spawn, own, several=len(sources) > 1)
+                        progress, spawn, own, several=len(sources) > 1, earlier=earlier or {})
     return report(session, time.perf_counter() - started, sample_size=len(keyed))
 
 
 def _module_run(session: Session, module: Path, pending: list, source: str, tests: list[str],
                 workers: int, timeout_mode: str, project: Path, progress, spawn,
-                keep: MutantFilter, several: bool) -> None:
+                keep: MutantFilter, several: bool, earlier: dict) -> None:
     """One module's mutants, by a pool of workers warmed for that module. In a session of
     several modules, one the tests do not import at collection is not an error: a test may
     import it in its body (its mutants are then reloaded), and one that no test runs at all
@@ -307,6 +316,18 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                 session.record(plan.job_id, result, 0.0, plan.mode, 0, False, kills)
                 if progress:
                     progress.advance(plan, result)
+        imported = next((e["imported"] for e in baseline_reply.get("events", [])
+                         if "imported" in e), [])
+        test_files = first.hello.get("test_files") or {}
+        prints = incremental.fingerprints(plans, source, str(module), baseline, test_files,
+                                          imported, project)
+        session.set_fingerprints(prints)
+        session.set_meta({"watched": {**(session.meta().get("watched") or {}),
+                                      **incremental.watched(project, imported, test_files,
+                                                            str(module))}})
+        if earlier:
+            settled = incremental.reuse(session, runnable, prints, earlier, progress)
+            runnable = [p for p in runnable if p.job_id not in settled]
         for _ in range(min(workers, len(runnable)) - 1):
             pool.append(spawn(module, pytest_args, project))
         _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
@@ -413,6 +434,8 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
     for job_id, test, _how in session.kills():
         killers.setdefault(job_id, []).append(test)
     summary = summarize(results, len(items))
+    meta = session.meta()
+    reused = set(meta.get("reused") or [])
     rows = []
     for item in sorted(items, key=_key):
         spec = item.mutations[0]
@@ -427,16 +450,18 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
                      "operator": spec.operator_name, "occurrence": spec.occurrence,
                      "line": spec.start_pos[0], "verdict": verdict, "detail": verdict_detail,
                      "seconds": round(row[0], 4) if row[0] is not None else -1,
-                     "mode": row[1] or "", "killed_by": sorted(killers.get(item.job_id, [])),
+                     "mode": row[1] or "", "reused": item.job_id in reused,
+                     "killed_by": sorted(killers.get(item.job_id, [])),
                      "diff": (result.diff or "") if result is not None else "",
                      "reason": (result.output or "") if verdict == "skipped" else ""})
     summary["mutants"] = rows
     baseline_tests = [r[0] for r in session.sql.execute("SELECT test FROM coral_baseline")]
     killing = {test for tests in killers.values() for test in tests}
     summary["tests"] = len(baseline_tests)
-    meta = session.meta()
     summary["exact"] = sum(1 for row in extra.values() if row[1] == "exact")
     summary["exact_reasons"] = meta.get("exact_reasons", [])
+    summary["reused"] = len(reused)
+    summary["changed"] = meta.get("changed", [])
     summary["tests_killing_nothing"] = sorted(set(baseline_tests) - killing)
     summary["session"] = str(session.path)
     if seconds is not None:

@@ -128,6 +128,10 @@ def run(
         sys.stdout.write(f"mutation testing skipped ({summary['skipped']})\n")
         return
     sys.stdout.write(_line(summary) + "\n")
+    if summary.get("changed"):
+        sys.stdout.write(f"since the session's last run {', '.join(summary['changed'])}: "
+                         f"{summary.get('reused', 0)} verdicts reused (the mutant and what its "
+                         "tests ran unchanged), the other mutants run again\n")
     if summary.get("exact"):
         reasons = summary.get("exact_reasons") or ["the tests see the module's file"]
         sys.stdout.write(f"{summary['exact']} mutants ran the exact way (written into a copy of "

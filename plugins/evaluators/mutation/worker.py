@@ -214,6 +214,8 @@ class Worker(_Phases):
         self.keep = procs.snapshot(os.getpid())
         _send(self.replies, {"ready": True, "module": getattr(self.module, "__name__", None),
                              "tests": [item.nodeid for item in self.items],
+                             "test_files": {item.nodeid: self._relative(item)
+                                            for item in self.items},
                              "collect_lines": sorted(self.collect_lines),
                              "disk": self.disk, "startup_cpu": _cpu_now()})
         buffer = b""
@@ -406,7 +408,9 @@ class Worker(_Phases):
 
     def child(self, request: dict) -> int:
         if request["op"] == "baseline":
-            return self.run_items(self.items, trace=True)
+            code = self.run_items(self.items, trace=True)
+            self.emit({"imported": self._project_files()})
+            return code
         wanted = request.get("tests")
         if request["mode"] == "swap":
             if self.swap is None or not self._swap(request["source"]):
@@ -415,6 +419,24 @@ class Worker(_Phases):
             items = [item for item in self.items if wanted is None or item.nodeid in wanted]
             return self.run_items(items, trace=False, first=not request.get("every"))
         return self.reload(request)
+
+    def _relative(self, item) -> str | None:
+        """A test's file, relative to the project (None outside it)."""
+        path = os.path.realpath(str(getattr(item, "path", None) or item.fspath))
+        return os.path.relpath(path, self.project) \
+            if path.startswith(self.project + os.sep) else None
+
+    def _project_files(self) -> list[str]:
+        """The project's files that are imported now (besides the module under test): what
+        an incremental run watches (coral_core.mutation.fingerprint)."""
+        found = set()
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str):
+                real = os.path.realpath(path)
+                if real.startswith(self.project + os.sep) and real != self.module_path:
+                    found.add(os.path.relpath(real, self.project))
+        return sorted(found)
 
     def _swap(self, source: str) -> bool:
         """The mutant compiled under the warning filters that the import at collection had
