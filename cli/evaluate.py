@@ -88,7 +88,8 @@ def evaluate(
         if split is not None and split not in dataset.splits:
             raise UserError(f"unknown split '{split}' (data set '{dataset.name}' has "
                             f"{', '.join(dataset.splits)})")
-        scored = score_all(resolved, dataset, read_samples(samples), samples)
+        scored = score_all(resolved, dataset, read_samples(samples), samples,
+                           strict_split=split is not None)
         if results is not None:
             write_results(scored, results)
         summary = dict(scored.summary)
@@ -155,8 +156,11 @@ def _rescore(resolved: Mapping[str, Any], dataset: Any, predictions: Path,
 def _grid(doc: Mapping[str, Any]) -> Grid:
     from coral_core.results.summary_tables import number
 
-    verdict = "PASSED" if doc["passed"] else "FAILED"
     tests = doc["tests"]
+    if doc.get("error") and not tests["total"] and not doc["objectives"]:
+        return Grid(f"{doc['file']} - {doc['problem']}: NOT SCORED", (Column("why"),),
+                    ((doc["error"],),))  # nothing ran: no empty table of tests
+    verdict = "PASSED" if doc["passed"] else "FAILED"
     objectives = ", ".join(f"{k} {number(v)}" for k, v in doc["objectives"].items())
     return Grid(f"{doc['file']} - {doc['problem']}: {verdict} "
                 f"({tests['passed']}/{tests['total']} tests)",

@@ -74,10 +74,13 @@ def show_results(summary: Mapping[str, Any], every_problem: bool = False) -> Non
     if summary.get("problems"):
         show(summary_grid(summary, every_problem))
     elif summary.get("partial"):
-        note("no problem has a scored sample yet")
+        scored = (summary.get("counts") or {}).get("samples_scored")
+        note("no trial has finished yet, so no problem table is shown (the trials table "
+             "has each trial's figures so far)" if scored and len(summary.get("trials", ())) > 1
+             else "no problem has a scored sample yet")
     if len(summary.get("trials", ())) > 1:
         show(trials_grid(summary))
-        verdict = verdict_text(summary.get("best") or {})
+        verdict = verdict_text(summary.get("best") or {}, bool(summary.get("partial")))
         if verdict:
             note(verdict)
     search = summary.get("search")

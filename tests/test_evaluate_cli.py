@@ -71,6 +71,8 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
                       env=coral_env(data_dir, COLUMNS="160"), timeout=120)
     assert table.returncode == 0, table.stderr
     assert "3 files: 1 passed, 0 failed, 2 could not be scored" in table.stdout
+    assert "gcd__latin1.py - gcd: NOT SCORED" in table.stdout  # not "FAILED (0/0 tests)"
+    assert "0/0 tests" not in table.stdout
 
 
 def test_candidate_dir_with_an_unknown_problem_fails_before_scoring(tmp_path, data_dir):

@@ -47,6 +47,14 @@ def test_a_clear_difference_is_distinguishable_and_one_task_is_not():
     partial = compare(_result([1.0, 1.0]), {"problems": [_result([0.0])["problems"][0]]},
                       "em", seed=0)
     assert partial["tasks"] == 1
+    # a bootstrap over one task, or five, is one point: it cannot tell two trials apart
+    one = compare(_result([1.0]), _result([0.0]), "em", seed=0)
+    assert one["interval"][0] > 0 and not one["distinguishable"]
+    five = compare(_result([1.0] * 5), _result([0.0] * 5), "em", seed=0)
+    assert not five["distinguishable"]
+    assert "differ on 5 of the tasks, and fewer than 6" in verdict_text(
+        {"trial": 0, "rank_by": "em", "runner_up": {"trial": 1, "value": 0.0, **five}})
+    assert compare(_result([1.0] * 6), _result([0.0] * 6), "em", seed=0)["distinguishable"]
 
 
 def test_ties_are_skipped_to_the_first_trial_that_differs():
@@ -61,6 +69,8 @@ def test_ties_are_skipped_to_the_first_trial_that_differs():
     alone = runner_up_comparison(ranked[:2], "em", seed=0)
     assert alone == {"trial": None, "ties": [0]}
     assert "every other trial scores the same" in verdict_text({**best, "runner_up": alone})
+    assert "every other finished trial scores the same" in verdict_text(
+        {**best, "runner_up": alone}, partial=True)
     assert runner_up_comparison(ranked[:1], "em", seed=0) is None
     assert verdict_text({"trial": 2, "rank_by": "em", "runner_up": None}) == ""
 

@@ -121,3 +121,9 @@ def test_sigterm_stops_like_ctrl_c_and_the_report_ranks_nothing_unrun(tmp_path, 
     table = run_coral("report", str(run_dir), env=dict(env, COLUMNS="200"))
     assert table.returncode == 0 and "no trial has finished" in table.stdout
     assert "0/0" not in table.stdout
+    # samples were scored: what is shown is said to be so far, never "nothing scored"
+    assert "no trial has finished yet, so no problem table is shown" in table.stdout
+    assert "no problem has a scored sample yet" not in table.stdout
+    if "fitness" in report["trials"][0]:
+        shown = f"({report['trials'][0]['fitness']:.3f})"
+        assert shown in table.stdout and "its figures so far" in table.stdout

@@ -134,3 +134,23 @@ def test_samples_with_different_counts_per_task_say_so(run, data_dir, tmp_path):
     table = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
                       env=run["env"])
     assert "1-3 samples per problem" in table.stdout
+
+
+def test_a_named_split_refuses_samples_of_another_split(run, data_dir, tmp_path):
+    """gcd and bitcount are training problems: with --split test they are refused (one
+    line naming the file and line), without --split they are scored and no test problems
+    are reported missing."""
+    good = (data_dir / "quixbugs" / "correct_python_programs" / "gcd.py").read_text()
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "sieve", "solution": "x = 1\n"}) + "\n"
+                       + json.dumps({"task_id": "gcd", "solution": good}) + "\n")
+    refused = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                        "--split", "test", env=run["env"])
+    assert refused.returncode == 2, refused.stdout
+    assert f"{samples}:2: task 'gcd' is in the train split, not in test" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    samples.write_text(json.dumps({"task_id": "gcd", "solution": good}) + "\n")
+    scored = run_coral("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                       env=run["env"])
+    assert scored.returncode == 0, scored.stderr
+    assert "had no samples" not in scored.stdout + scored.stderr

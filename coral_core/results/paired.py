@@ -15,6 +15,11 @@ from typing import Any, Mapping, Sequence
 
 from coral_core.results.intervals import LEVEL, RESAMPLES, bootstrap
 
+# Fewer differing tasks than this cannot make a difference significant at 95% even when
+# every one of them favours the best (a sign test: 2 x 0.5**5 > 0.05), while a bootstrap
+# over so few tasks gives an interval of one point: it is not asked.
+MIN_DIFFERING = 6
+
 
 def ranking_figure(record: Mapping[str, Any], rank_by: str) -> float | None:
     """`rank_by` ("fitness", "pass@K" or an objective) of a trial's result, a summary's
@@ -58,7 +63,7 @@ def compare(best: Mapping[str, Any], other: Mapping[str, Any], rank_by: str,
         "difference": round(mean, 6), "interval": [low, high], "level": LEVEL,
         "method": "paired bootstrap over tasks", "resamples": RESAMPLES, "seed": seed,
         "tasks": len(differences), "tasks_differing": differing,
-        "distinguishable": low > 0,
+        "distinguishable": low > 0 and differing >= MIN_DIFFERING,
     }
 
 
@@ -80,16 +85,18 @@ def runner_up_comparison(ranked: Sequence[tuple[float, Any]], rank_by: str,
     return {"trial": None, "ties": ties} if ties else None
 
 
-def verdict_text(best: Mapping[str, Any]) -> str:
-    """The line a report prints under its trials table ("" without a comparison)."""
+def verdict_text(best: Mapping[str, Any], partial: bool = False) -> str:
+    """The line a report prints under its trials table ("" without a comparison); in a
+    partial report only finished trials were compared, and it says so."""
     versus = best.get("runner_up")
     if not versus:
         return ""
     ties = versus.get("ties") or []
     tied = (f" (trial{'s' if len(ties) > 1 else ''} {', '.join(map(str, ties))} "
             f"score{'' if len(ties) > 1 else 's'} the same on every task)") if ties else ""
+    other = "other finished trial" if partial else "other trial"
     if versus.get("trial") is None:
-        return f"best trial {best['trial']}: every other trial scores the same on every task"
+        return f"best trial {best['trial']}: every {other} scores the same on every task"
     low, high = versus["interval"]
     head = (f"best trial {best['trial']} vs runner-up trial {versus['trial']}{tied}: "
             f"{versus['difference']:+.4f} {best['rank_by']}")
@@ -97,5 +104,8 @@ def verdict_text(best: Mapping[str, Any]) -> str:
             f"bootstrap over {versus['tasks']} tasks")
     if versus["distinguishable"]:
         return f"{head} ({span}): the best is distinguishable from the runner-up"
-    return (f"{head} ({span}): NOT distinguishable from the runner-up; more tasks or "
-            "samples are needed to tell them apart")
+    few = versus.get("tasks_differing", 0) < MIN_DIFFERING
+    return (f"{head} ({span}): NOT distinguishable from the runner-up; "
+            + (f"they differ on {versus.get('tasks_differing', 0)} of the tasks, and fewer "
+               f"than {MIN_DIFFERING} cannot tell them apart" if few else
+               "more tasks or samples are needed to tell them apart"))

@@ -150,15 +150,21 @@ def trials_grid(summary: Mapping[str, Any]) -> Grid:
     columns = (Column("trial", "right", key=True), Column("overrides"), Column("status"),
                Column("pass@1", "right"), Column("fitness", "right"))
     rows = []
+    so_far = False
     for row in summary.get("trials", ()):
         overrides = short_overrides(row["overrides"])
         pass1 = row.get("pass_at_k", {}).get("1")
+        figures = [percent(pass1) if pass1 is not None else "-",
+                   number(row["fitness"]) if "fitness" in row else "-"]
+        if row["status"] != "finished" and figures != ["-", "-"]:
+            figures = [f"({f})" if f != "-" else f for f in figures]
+            so_far = True
         rows.append((f"{row['trial']}{' *' if row['trial'] == best else ''}",
-                     overrides or "(base)", row["status"],
-                     percent(pass1) if pass1 is not None else "-",
-                     number(row["fitness"]) if "fitness" in row else "-"))
+                     overrides or "(base)", row["status"], *figures))
+    notes = ["* marks the best trial" if best is not None else "",
+             "(...): a trial not finished, its figures so far" if so_far else ""]
     return Grid(f"trials (best by {rank_by})", columns, tuple(rows),
-                "* marks the best trial" if best is not None else "")
+                "; ".join(filter(None, notes)))
 
 
 def short_value(value: Any) -> str:

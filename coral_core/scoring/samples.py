@@ -110,8 +110,10 @@ def score_samples(config: Mapping[str, Any], dataset: Dataset, samples: Sequence
 
 
 def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sample],
-              source: Path) -> Scored:
-    """Score every sample; an unknown task id is an error before anything is scored."""
+              source: Path, strict_split: bool = False) -> Scored:
+    """Score every sample; an unknown task id is an error before anything is scored. With
+    `strict_split` (a split the user named), so is a task of another split: a training
+    problem must never be scored as if it were a test problem."""
     split = config.get("dataset", {}).get("split")
     known = _split_tasks(dataset, split)
     tasks: dict[str, Task] = {}
@@ -121,6 +123,10 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
             task = _find(dataset, sample.task_id, known)
         except UserError as error:
             raise UserError(f"{source}:{sample.line}: {error}") from None
+        if strict_split and known is not None and task.id not in known:
+            raise UserError(f"{source}:{sample.line}: task '{task.id}' is in the "
+                            f"{task.split} split, not in {split} (drop --split to score the "
+                            "tasks of any split)")
         tasks.setdefault(task.id, task)
         chosen.append(task)
     executor = build_executor(config["execution"])
@@ -133,7 +139,7 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
     finally:
         executor.close()
     summary = _summary(config, dataset, tasks, list(zip(chosen, results)), source)
-    if known is not None:
+    if known is not None and all(task_id in known for task_id in tasks):
         summary["missing"] = sum(1 for task_id in known if task_id not in tasks)
     return Scored(tuple(samples), tuple(results), summary)
 
