@@ -60,6 +60,11 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
 
     listed = json.loads(run_coral("datasets", "list", "--json", env=env).stdout)
     assert next(d for d in listed if d["name"] == "quixbugs")["data"] is None
+    testgen = next(d for d in listed if d["name"] == "testgen")  # reads quixbugs/: its splits
+    assert testgen["splits"] == ["train", "test", "extra", "all"] and testgen["fetchable"]
+    table = run_coral("datasets", "list", env=dict(env, COLUMNS="200")).stdout
+    assert "CORAL_DATA_DIR, or coral datasets fetch quixbugs" in next(
+        line for line in table.splitlines() if "| testgen" in line)
     missing = run_coral("run", "--plugin", "quixbugs", "--out", str(tmp_path / "r0"), env=env)
     assert missing.returncode == 2
     assert "--data-dir" in missing.stderr and "coral datasets fetch quixbugs" in missing.stderr
@@ -74,7 +79,7 @@ def test_fetch_downloads_checks_and_installs_atomically(served, tmp_path, data_d
     entry = next(d for d in listed if d["name"] == "quixbugs")
     assert entry["cached"] is True and entry["data"] == str(installed)
     testgen = next(d for d in listed if d["name"] == "testgen")  # it reads quixbugs/
-    assert testgen["data"] == str(installed)
+    assert testgen["data"] == str(installed) and testgen["cached"] is True
     good = data_dir / "quixbugs" / "correct_python_programs" / "gcd.py"
     scored = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate",
                        str(good), "--json", env=env)

@@ -63,3 +63,20 @@ def test_tasks_without_success_have_no_c_pass_at_k_or_fixed():
     assert "c" not in a and "pass_at_k" not in a and a["n"] == 2
     assert "pass_at_k" not in summary and "fixed" not in summary
     assert summary["objectives"]["bugfix"] == pytest.approx(0.5)
+
+
+def test_the_interval_row_sits_under_the_overall_row_it_belongs_to():
+    """--split all: the 95% CI is the overall figures' interval, so it follows the overall
+    row, and the unseen problems' row comes after it."""
+    from coral_core.results.summary_tables import summary_grid
+
+    tasks = [TaskRecord(0, "a", "test", False, True, ""),
+             TaskRecord(0, "b", "train", True, True, "")]
+    records = {("a", 0): _record("a", 0, True, 1.0), ("b", 0): _record("b", 0, False, 0.0)}
+    summary = {**summarize(tasks, records), "dataset": "quixbugs", "split": "all",
+               "model": "m", "samples": 1, "seed": 0,
+               "intervals": {"pass_at_k": {"1": [0.0, 1.0]}, "objectives": {},
+                             "fitness": [0.0, 1.0]}}
+    labels = [row[0] for row in summary_grid(summary).rows]
+    overall = next(i for i, label in enumerate(labels) if label.startswith("overall"))
+    assert labels[overall + 1] == "95% CI" and labels[overall + 2].startswith("unseen")

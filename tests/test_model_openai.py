@@ -343,6 +343,8 @@ def test_backoff_grows_with_jitter_and_respects_retry_after() -> None:
     assert parse_retry_after({}) is None
     assert [is_retryable_status(s) for s in (400, 401, 404, 408, 429, 500, 503)] == [
         False, False, False, True, True, True, True]
+    # a server that does not implement the endpoint never will: no ten seconds of retries
+    assert not any(is_retryable_status(s) for s in (501, 505, 510))
 
 
 def test_the_docs_cover_every_option() -> None:

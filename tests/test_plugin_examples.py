@@ -137,5 +137,6 @@ def test_baseline_says_which_data_sets_it_supports(toy, tmp_path):
                        str(tmp_path / "run"), env=env)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "baseline: supports data sets with training examples " \
-        "(quixbugs), not 'arith'; try --model reference" in lines[0]
+    assert len(lines) == 1 and "baseline: repairs programs of data sets with training " \
+        "examples (quixbugs), writes tests for testgen and infills FIM tasks; it has nothing " \
+        "for 'arith': try --model reference" in lines[0]

@@ -37,14 +37,21 @@ def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:
     for name in registry.names("datasets"):
         entry = registry.entries["datasets"][name]
         factory = entry.factory
+        # a data set that reads another's folder (testgen reads quixbugs/) has its splits
+        # unless it says otherwise, and is fetched by fetching that one
+        folder = getattr(factory, "data_name", name)
+        owner = registry.entries["datasets"].get(folder)
+        source = owner.factory if owner is not None else factory
         rows.append({
             "name": name, "plugin": entry.plugin,
-            "splits": list(getattr(factory, "splits", ())),
-            "split_sizes": dict(getattr(factory, "split_sizes", {}) or {}),
+            "splits": list(getattr(factory, "splits", ()) or getattr(source, "splits", ())),
+            "split_sizes": dict(getattr(factory, "split_sizes", {})
+                                or getattr(source, "split_sizes", {}) or {}),
             "description": getattr(factory, "description", ""),
-            "fetchable": callable(getattr(factory, "fetch", None)),
+            "fetchable": callable(getattr(source, "fetch", None)),
+            "fetch_name": folder,
             "needs_data": needs_files(factory),
-            "cached": fetched_dir(name).is_dir(),
+            "cached": fetched_dir(folder).is_dir(),
             "data": location(name, factory, data_dir),
         })
     return rows
@@ -56,7 +63,8 @@ def data_label(row: dict[str, Any]) -> str:
     if row["data"]:
         return row["data"]
     missing = "missing: --data-dir DIR or CORAL_DATA_DIR"
-    return missing + (f", or coral datasets fetch {row['name']}" if row["fetchable"] else "")
+    return missing + (f", or coral datasets fetch {row.get('fetch_name', row['name'])}"
+                      if row["fetchable"] else "")
 
 
 def problem_rows(name: str, split: str | None, data_dir: Path | None) -> list[dict[str, Any]]:

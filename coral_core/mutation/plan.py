@@ -1,4 +1,5 @@
-"""What each mutant needs: its mutated source (cosmic-ray's `mutate_code`), how it is applied
+"""What each mutant needs: its mutated source (cosmic-ray's `mutate_code`, made from one parse:
+apply.py), how it is applied
 (`swap`, `reload` or `exact`, as the mutation plugin's worker applies them), which tests
 can see it, and its timeouts.
 
@@ -18,6 +19,7 @@ import warnings
 from dataclasses import dataclass
 
 from coral_core import parsing
+from coral_core.mutation.apply import Mutator
 from coral_core.mutation.filters import MutantFilter
 
 MIN_TIMEOUT = 2.0       # seconds: the floor of a relative timeout
@@ -109,9 +111,7 @@ def make_plans(items: list, source: str, collect_lines: set[int],
     """One Plan per work item. `disk_tests`, `all_exact`: what the audit hook saw (see the
     module's docstring); `startup`: a worker's start-up (CPU seconds, seconds); `keep`: which
     mutants to run (the others are skipped)."""
-    import cosmic_ray.plugins
-    from cosmic_ray.mutating import mutate_code
-
+    mutator = Mutator(source)
     bodies = function_bodies(source)
     spans = statement_lines(source)
     order = list(baseline)
@@ -130,9 +130,8 @@ def make_plans(items: list, source: str, collect_lines: set[int],
             if plan.skip:
                 continue
         try:
-            operator = cosmic_ray.plugins.get_operator(spec.operator_name)(
-                **(spec.operator_args or {}))
-            plan.source = mutate_code(source, operator, spec.occurrence)
+            plan.source = mutator.mutated(spec.operator_name, spec.operator_args,
+                                          spec.occurrence)
         except Exception:  # noqa: B902 - cosmic-ray reports these as incompetent
             plan.error = traceback.format_exc()
             continue

@@ -9,9 +9,10 @@ plus Coral's own tables beside cosmic-ray's (cosmic-ray ignores them):
   on (coral_core.mutation.fingerprint), so a later `--resume` reuses what still holds.
 
 The work items are made by cosmic-ray's own `init` (its operators, its enumeration), so the
-(module, operator, occurrence) keys are cosmic-ray's. Coral's rows for a mutant are written
-before its WorkDB result, so a result present means everything about it is stored: `--resume`
-redoes only the mutants without a result.
+(module, operator, occurrence) keys are cosmic-ray's. Coral's rows for a mutant and its
+WorkDB result are written in one transaction (with those of the verdicts completed beside
+it), so a result present means everything about it is stored: `--resume` redoes only the
+mutants without a result.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
@@ -34,6 +37,19 @@ CREATE TABLE IF NOT EXISTS coral_kills (job_id TEXT, test TEXT, how TEXT,
 CREATE TABLE IF NOT EXISTS coral_baseline (test TEXT PRIMARY KEY, seconds REAL, lines TEXT);
 CREATE TABLE IF NOT EXISTS coral_fingerprints (job_id TEXT PRIMARY KEY, key TEXT, deps TEXT);
 """
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One mutant's verdict as a session stores it."""
+
+    job_id: str
+    result: Any  # cosmic-ray's WorkResult
+    seconds: float
+    mode: str
+    tests_run: int
+    timeout: bool
+    kills: tuple[tuple[str, str], ...]
 
 
 def digest(path: Path) -> str:
@@ -108,16 +124,27 @@ class Session:
     def results(self) -> dict:
         return dict(self.db.results)
 
-    def record(self, job_id: str, result, seconds: float, mode: str, tests_run: int,
-               timeout: bool, kills: list[tuple[str, str]]) -> None:
-        """Coral's rows first, then cosmic-ray's result (the commit that marks it done)."""
+    def record_many(self, verdicts: list[Verdict]) -> None:
+        """Coral's rows and cosmic-ray's results in one transaction: a verdict is stored
+        whole or not at all, and verdicts that complete together cost one commit. The
+        result row is what cosmic-ray's `WorkDB.set_result` writes (its enums by name;
+        tests/test_mutation.py reads sessions back with cosmic-ray and `cr-report`)."""
+        if not verdicts:
+            return
         with self.sql:
-            self.sql.execute("DELETE FROM coral_kills WHERE job_id = ?", (job_id,))
-            self.sql.execute("INSERT OR REPLACE INTO coral_mutants VALUES (?, ?, ?, ?, ?)",
-                             (job_id, seconds, mode, tests_run, int(timeout)))
-            self.sql.executemany("INSERT OR REPLACE INTO coral_kills VALUES (?, ?, ?)",
-                                 [(job_id, test, how) for test, how in kills])
-        self.db.set_result(job_id, result)
+            for v in verdicts:
+                self.sql.execute("DELETE FROM coral_kills WHERE job_id = ?", (v.job_id,))
+                self.sql.execute("INSERT OR REPLACE INTO coral_mutants VALUES (?, ?, ?, ?, ?)",
+                                 (v.job_id, v.seconds, v.mode, v.tests_run, int(v.timeout)))
+                self.sql.executemany("INSERT OR REPLACE INTO coral_kills VALUES (?, ?, ?)",
+                                     [(v.job_id, test, how) for test, how in v.kills])
+                result = v.result
+                self.sql.execute(
+                    "INSERT OR REPLACE INTO work_results (worker_outcome, output, test_outcome,"
+                    " diff, job_id) VALUES (?, ?, ?, ?, ?)",
+                    (result.worker_outcome.name, result.output,
+                     result.test_outcome.name if result.test_outcome is not None else None,
+                     result.diff, v.job_id))
 
     def mutant_rows(self) -> dict[str, tuple]:
         return {row[0]: row[1:] for row in self.sql.execute("SELECT * FROM coral_mutants")}

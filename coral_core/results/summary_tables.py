@@ -95,6 +95,15 @@ def summary_grid(summary: Mapping[str, Any], every_problem: bool = False) -> Gri
     if errors:
         row.append(str(summary.get("errors", 0)))
     rows.append(tuple(row))
+    intervals = summary.get("intervals") or {}
+    if intervals:  # right under the overall row: it is that row's interval
+        row = ["95% CI"] + ([""] if seen else []) + [""]
+        row += [_span(intervals.get("pass_at_k", {}).get(k), True) for k in ks]
+        row += [_span(intervals.get("objectives", {}).get(n), False) for n in names]
+        row.append(_span(intervals.get("fitness"), False))
+        if errors:
+            row.append("")
+        rows.append(tuple(row))
     unseen = summary.get("unseen")
     if isinstance(unseen, Mapping):  # the figure that says what the model learned
         label = (f"unseen: {unseen['fixed']}/{unseen['problems']} solved" if "fixed" in unseen
@@ -103,15 +112,6 @@ def summary_grid(summary: Mapping[str, Any], every_problem: bool = False) -> Gri
         row += [percent(unseen.get("pass_at_k", {}).get(k, 0.0)) for k in ks]
         row += [number(unseen.get("objectives", {}).get(n, 0.0)) for n in names]
         row.append(number(unseen.get("fitness", 0.0)))
-        if errors:
-            row.append("")
-        rows.append(tuple(row))
-    intervals = summary.get("intervals") or {}
-    if intervals:
-        row = ["95% CI"] + ([""] if seen else []) + [""]
-        row += [_span(intervals.get("pass_at_k", {}).get(k), True) for k in ks]
-        row += [_span(intervals.get("objectives", {}).get(n), False) for n in names]
-        row.append(_span(intervals.get("fitness"), False))
         if errors:
             row.append("")
         rows.append(tuple(row))

@@ -10,6 +10,7 @@ import random
 import threading
 import time
 import tokenize
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +24,7 @@ from coral_core.mutation.plan import Plan, make_plans
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import tests_digest
-from coral_core.mutation.session import Session, digest
+from coral_core.mutation.session import Session, Verdict, digest
 from . import incremental
 
 MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
@@ -241,6 +242,9 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
         session.close()
 
 
+_STARTER = ThreadPoolExecutor(thread_name_prefix="coral-mutation-start")
+
+
 def _key(item) -> tuple:
     spec = item.mutations[0]
     return (str(spec.module_path), spec.operator_name, spec.occurrence)
@@ -278,10 +282,14 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
     pytest_args = list(tests)
     first = spawn(module, pytest_args, project)
     pool: list[WorkerProcess] = [first]
+    starting: list[Future] = []
     try:
         if first.hello.get("module") is None and not several:
             raise NotImported(f"the tests never import {module} (nothing to mutate through "
                               "them)")
+        # the other workers collect the tests while the first runs the baseline
+        starting = [_STARTER.submit(spawn, module, pytest_args, project)
+                    for _ in range(workers - 1)]
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
         events = [e for e in baseline_reply.get("events", []) if "test" in e]
         failing = [e["test"] for e in events if e["failed"]]
@@ -310,12 +318,17 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         runnable = [p for p in plans if p.skip is None and p.error is None
                     and p.source is not None and p.compiles and p.mode != "uncovered"]
         runnable.sort(key=lambda p: -(p.cpu_limit or p.timeout))  # long first: better packing
-        for plan in plans:
-            if plan not in runnable:
-                result, kills = _result(plan, None)
-                session.record(plan.job_id, result, 0.0, plan.mode, 0, False, kills)
-                if progress:
-                    progress.advance(plan, result)
+        running = {id(plan) for plan in runnable}
+        settled = [plan for plan in plans if id(plan) not in running]
+        verdicts = []
+        for plan in settled:
+            result, kills = _result(plan, None)
+            verdicts.append(Verdict(plan.job_id, result, 0.0, plan.mode, 0, False,
+                                    tuple(kills)))
+        session.record_many(verdicts)
+        if progress:
+            for plan, verdict in zip(settled, verdicts):
+                progress.advance(plan, verdict.result)
         imported = next((e["imported"] for e in baseline_reply.get("events", [])
                          if "imported" in e), [])
         test_files = first.hello.get("test_files") or {}
@@ -328,10 +341,18 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         if earlier:
             settled = incremental.reuse(session, runnable, prints, earlier, progress)
             runnable = [p for p in runnable if p.job_id not in settled]
-        for _ in range(min(workers, len(runnable)) - 1):
-            pool.append(spawn(module, pytest_args, project))
+        wanted = min(workers, len(runnable)) - 1
+        while starting:
+            worker = starting.pop(0).result()  # a worker that cannot start: as the first
+            pool.append(worker) if wanted > 0 else worker.close()
+            wanted -= 1
         _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
     finally:
+        for future in starting:  # started for a run that ended early
+            try:
+                future.result().close()
+            except Exception:  # noqa: B902 - the run's own error is the one to report
+                pass
         for worker in pool:
             worker.close()
 
@@ -373,24 +394,36 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
     for thread in threads:
         thread.start()
     try:
-        for _ in range(len(plans)):
-            got = done.get()
-            if isinstance(got, BaseException):
-                raise UserError(f"a mutation worker died twice: {got}")
-            plan, reply = got
-            result, kills = _result(plan, reply)
-            mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
-                else plan.mode
-            ran = plan.tests
-            if reply.get("exact"):  # the verdict came from the exact path
-                mode, ran = "exact", reply.get("ran")
-                seen.extend(f"{e.get('test') or 'the session'} (under a mutant): {e.get('why')}"
-                            for e in reply.get("seen", []))
-            session.record(plan.job_id, result, reply.get("seconds", 0.0), mode,
-                           len(ran) if ran is not None else -1,
-                           bool(reply.get("timeout")), kills)
+        left = len(plans)
+        while left:
+            batch = [done.get()]  # and every verdict that came meanwhile: one commit
+            while len(batch) < left:
+                try:
+                    batch.append(done.get_nowait())
+                except queue.Empty:
+                    break
+            left -= len(batch)
+            verdicts = []
+            for got in batch:
+                if isinstance(got, BaseException):
+                    session.record_many(verdicts)
+                    raise UserError(f"a mutation worker died twice: {got}")
+                plan, reply = got
+                result, kills = _result(plan, reply)
+                mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
+                    else plan.mode
+                ran = plan.tests
+                if reply.get("exact"):  # the verdict came from the exact path
+                    mode, ran = "exact", reply.get("ran")
+                    seen.extend(f"{e.get('test') or 'the session'} (under a mutant): "
+                                f"{e.get('why')}" for e in reply.get("seen", []))
+                verdicts.append(Verdict(plan.job_id, result, reply.get("seconds", 0.0), mode,
+                                        len(ran) if ran is not None else -1,
+                                        bool(reply.get("timeout")), tuple(kills)))
+            session.record_many(verdicts)
             if progress:
-                progress.advance(plan, result)
+                for got, verdict in zip(batch, verdicts):
+                    progress.advance(got[0], verdict.result)
         if seen:
             reasons = session.meta().get("exact_reasons", [])
             session.set_meta({"exact_reasons": list(dict.fromkeys(reasons + seen))[:20]})

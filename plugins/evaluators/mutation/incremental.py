@@ -15,7 +15,7 @@ from coral_core.mutation.fingerprint import (
     ran_functions,
 )
 from coral_core.mutation.plan import Plan
-from coral_core.mutation.session import Session
+from coral_core.mutation.session import Session, Verdict
 
 
 @dataclass(frozen=True)
@@ -102,18 +102,18 @@ def reuse(session: Session, plans: list[Plan], prints: dict[str, tuple[str, str 
     (with its diff as the code is now); the job ids so settled."""
     import attrs
 
-    settled = set()
+    settled, verdicts = set(), []
     for plan in plans:
         key, deps = prints.get(plan.job_id, (None, None))
         old = earlier.get(key) if deps is not None else None
         if old is None or old.deps != deps:
             continue
-        result = attrs.evolve(old.result, diff=plan.diff)
-        session.record(plan.job_id, result, old.seconds, "swap", old.tests_run, old.timeout,
-                       list(old.kills))
+        verdicts.append(Verdict(plan.job_id, attrs.evolve(old.result, diff=plan.diff),
+                                old.seconds, "swap", old.tests_run, old.timeout, old.kills))
         settled.add(plan.job_id)
         if progress:
-            progress.advance(plan, result)
+            progress.advance(plan, verdicts[-1].result)
+    session.record_many(verdicts)
     if settled:
         before = session.meta().get("reused") or []
         session.set_meta({"reused": sorted(set(before) | settled)})

@@ -73,9 +73,7 @@ def variant_of(correct: str, other: str) -> Variant:
 
 @functools.lru_cache(maxsize=256)
 def mutants_of(name: str, source: str) -> tuple[Mutant, ...]:
-    import cosmic_ray.plugins
-    from cosmic_ray.mutating import mutate_code
-
+    from coral_core.mutation.apply import Mutator
     from coral_core.mutation.session import Session
 
     with tempfile.TemporaryDirectory(prefix="coral-testgen-") as folder:
@@ -88,13 +86,12 @@ def mutants_of(name: str, source: str) -> tuple[Mutant, ...]:
         finally:
             session.close()
     bodies = function_bodies(source)
+    mutator = Mutator(source)
     found = []
     for item in items:
         spec = item.mutations[0]
         try:
-            operator = cosmic_ray.plugins.get_operator(spec.operator_name)(
-                **(spec.operator_args or {}))
-            mutated = mutate_code(source, operator, spec.occurrence)
+            mutated = mutator.mutated(spec.operator_name, spec.operator_args, spec.occurrence)
             if mutated is None:
                 continue
             with warnings.catch_warnings():

@@ -51,8 +51,9 @@ class BaselineModel:
         if dataset is None or not callable(getattr(dataset, "training_examples", None)):
             name = getattr(dataset, "name", "?")
             raise UserError(
-                f"baseline: supports data sets with training examples "
-                f"({', '.join(trainable_datasets()) or 'none installed'}), not '{name}'; "
+                f"baseline: repairs programs of data sets with training examples "
+                f"({', '.join(trainable_datasets()) or 'none installed'}), writes tests for "
+                f"testgen and infills FIM tasks; it has nothing for '{name}': "
                 "try --model reference to check a data set end to end, or a code model: "
                 "--model hf:PATH_OR_ID or --model openai:MODEL"
             )

@@ -16,9 +16,14 @@ from typing import Mapping
 _RETRYABLE_4XX = frozenset({408, 409, 429})
 
 
+# 5xx statuses that say the request can never succeed here: not implemented, HTTP version
+# not supported, not extended. Trying them again only makes the user wait.
+_PERMANENT_5XX = frozenset({501, 505, 510})
+
+
 def is_retryable_status(status: int) -> bool:
-    """True for statuses worth retrying: 408, 409, 429 and every 5xx."""
-    return status in _RETRYABLE_4XX or status >= 500
+    """True for statuses worth retrying: 408, 409, 429 and every 5xx but 501, 505, 510."""
+    return status in _RETRYABLE_4XX or (status >= 500 and status not in _PERMANENT_5XX)
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
