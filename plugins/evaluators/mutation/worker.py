@@ -276,7 +276,7 @@ class Worker(_Phases):
         args = list(self.pytest_args) if tests is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(tests)
         argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider",
-                "-p", EVENTS_PLUGIN]
+                "-p", EVENTS_PLUGIN, "--tb=no"]
         copy = self.copy
 
         def run(write: int) -> int:
@@ -416,7 +416,11 @@ class Worker(_Phases):
             if self.swap is None or not self._swap(request["source"]):
                 self.emit({"fallback": "reload"})
                 return self.reload(request)
-            items = [item for item in self.items if wanted is None or item.nodeid in wanted]
+            chosen = set(wanted) if wanted is not None else None
+            items = [item for item in self.items if chosen is None or item.nodeid in chosen]
+            if items:  # a failure is a verdict here, never read: formatting its traceback
+                # (source lookups, inspect.getmodule) cost ~50 ms a failing test
+                items[0].config.option.tbstyle = "no"
             return self.run_items(items, trace=False, first=not request.get("every"))
         return self.reload(request)
 
@@ -494,7 +498,7 @@ class Worker(_Phases):
         args = list(self.pytest_args) if wanted is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(wanted)
         recorder = _Recorder(self)
-        extra = [] if request.get("every") else ["-x"]
+        extra = ([] if request.get("every") else ["-x"]) + ["--tb=no"]  # a verdict, unread
         self.audit.phase = "collect"  # until the first test: plugins' housekeeping is theirs
         code = pytest.main(args + ["-p", "no:cacheprovider"] + extra, plugins=[recorder])
         return int(code)
