@@ -12,6 +12,7 @@ whether every verdict agrees with cosmic-ray's.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Callable
 
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from real_libraries import DEPS, LIBRARIES  # noqa: E402
 
 SMALL = ('LIMIT = 10\n\n\ndef clamp(x, high=LIMIT):\n    if x > high:\n        return high\n'
          '    return x\n\n\ndef count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n'
@@ -155,30 +159,21 @@ def test_smoke(): assert callable(mean)
 
 
 @dataclass(frozen=True)
-class Library:
-    """A library from the package index, as its sdist lays it out."""
-
-    requirement: str
-    folder: str
-    module: str
-    tests: tuple[str, ...]
-    mutmut_paths: str  # what mutmut 3 mutates (it takes folders)
-
-
-LIBRARIES = {
-    "ordered-set": Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py",
-                           ("test",), "ordered_set/"),
-}
-
-
-@dataclass(frozen=True)
 class Project:
-    """Where each tool runs (a fresh copy each) and on what."""
+    """Where each tool runs (a fresh copy each), on what, and with which PYTHONPATH."""
 
     make: Callable[[Path], None]
     module: str
     tests: tuple[str, ...]
     mutmut_paths: str
+    pythonpath: tuple[str, ...] = ()
+
+    def env(self, root: Path) -> dict[str, str]:
+        """The environment every tool runs the tests in (the library's own path entries are
+        relative to its folder)."""
+        paths = [str(root / p) if not Path(p).is_absolute() else p for p in self.pythonpath]
+        return dict(os.environ, PYTHONPATH=os.pathsep.join(paths)) if paths \
+            else dict(os.environ)
 
 
 def built_in(module: str, tests: str) -> Project:
@@ -191,16 +186,20 @@ def built_in(module: str, tests: str) -> Project:
 
 
 def library(name: str, work: Path) -> Project:
-    chosen = LIBRARIES[name]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                    ":all:", "-d", str(work), chosen.requirement], check=True)
+    chosen = LIBRARIES[name]  # tests/real_libraries.py: the mutation tests' corpus
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + ["download", "--no-deps", "--no-binary", ":all:", "-d", str(work),
+                          chosen.requirement], check=True)
+    subprocess.run(pip + ["install", "--no-deps", "--target", str(work / "deps"), *DEPS],
+                   check=True)
     archive = next(work.glob("*.tar.gz"))
     subprocess.run(["tar", "xzf", str(archive)], cwd=work, check=True)
 
     def make(root: Path) -> None:
         shutil.copytree(work / chosen.folder, root)
 
-    return Project(make, chosen.module, chosen.tests, chosen.mutmut_paths)
+    return Project(make, chosen.module, chosen.tests, chosen.package,
+                   (str(work / "deps"), *chosen.pythonpath))
 
 
 def verdicts(path: Path) -> dict:
@@ -214,8 +213,9 @@ def verdicts(path: Path) -> dict:
 def cosmic_ray(root: Path, project: Project) -> None:
     tests = " ".join(project.tests)
     begin = time.perf_counter()
+    env = project.env(root)
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *project.tests],
-                   cwd=root, check=True, capture_output=True)
+                   cwd=root, check=True, capture_output=True, env=env)
     suite = time.perf_counter() - begin
     (root / "cr.toml").write_text(
         f'[cosmic-ray]\nmodule-path = "{project.module}"\ntimeout = {max(10, 1.5 * suite)}\n'
@@ -224,14 +224,14 @@ def cosmic_ray(root: Path, project: Project) -> None:
         '[cosmic-ray.distributor]\nname = "local"\n')
     for step in ("init", "exec"):
         subprocess.run([str(BIN / "cosmic-ray"), step, "cr.toml", "s.sqlite"], cwd=root,
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env=env)
 
 
 def coral(root: Path, project: Project, workers: int) -> None:
     tests = [arg for test in project.tests for arg in ("--tests", test)]
     subprocess.run([sys.executable, "-m", "coral_cli.app", "mutation", "run", "--module",
                     project.module, *tests, "--session", "s.sqlite", "--workers", str(workers),
-                    "--json"], cwd=root, check=True, capture_output=True)
+                    "--json"], cwd=root, check=True, capture_output=True, env=project.env(root))
 
 
 def main() -> None:
@@ -282,10 +282,11 @@ def mutmut_row(root: Path, project: Project, mutmut: str) -> str:
     (root / "setup.cfg").write_text(f"[mutmut]\npaths_to_mutate={project.mutmut_paths}\n"
                                     f"tests_dir={','.join(project.tests)}\n")
     start = time.perf_counter()
-    subprocess.run([mutmut, "run"], cwd=root, check=True, capture_output=True)
+    env = project.env(root)
+    subprocess.run([mutmut, "run"], cwd=root, check=True, capture_output=True, env=env)
     seconds = time.perf_counter() - start
     results = subprocess.run([mutmut, "results", "--all", "true"], cwd=root, check=True,
-                             capture_output=True, text=True).stdout.split()
+                             capture_output=True, text=True, env=env).stdout.split()
     counts = {word: results.count(word) for word in ("killed", "survived", "timeout")}
     total = sum(counts.values())
     return (f"| mutmut 3 run (its own operators) | {total} | {seconds:.1f} | "

@@ -5,6 +5,7 @@ a walk meets it), quickly, and nothing outside the run directory is touched."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -45,7 +46,10 @@ def run_copy(finished_run: Path, tmp_path: Path) -> Path:
 
 
 def _unfinished(run_dir: Path) -> Path:
-    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+    # closed here, not whenever the collector gets to it: the last connection to close
+    # deletes -wal and -shm, and one closed late deleted a link planted after this (the
+    # resume then found nothing to refuse)
+    with contextlib.closing(sqlite3.connect(run_dir / "coral.sqlite")) as db, db:
         db.execute("UPDATE meta SET value = 'running' WHERE key = 'status'")
     return run_dir
 
@@ -140,7 +144,7 @@ def test_a_summary_of_the_wrong_shape_is_one_line(run_copy, env, text, words):
 def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
     run_dir = _unfinished(run_copy)
     (run_dir / "summary.json").unlink()
-    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(run_dir / "coral.sqlite")) as db, db:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('hook_errors', "
                    "'{\"count\": 0, \"errors\": []}')")
         db.execute(sql)
@@ -295,7 +299,7 @@ def test_a_hostile_data_folder_test_file_is_one_line(tmp_path, appended):
                                    '{"state": {"version": 1}, "told": 0}'])
 def test_resuming_a_damaged_search_state_is_one_line(run_copy, env, state):
     run_dir = _unfinished(run_copy)
-    with sqlite3.connect(run_dir / "coral.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(run_dir / "coral.sqlite")) as db, db:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('strategy', ?)", (state,))
     result = run_measured("run", "--resume", str(run_dir), env=env)
     _refused(result, "search state")

@@ -17,41 +17,18 @@ import os
 import random
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import mutation_oracle
+from real_libraries import DEPS, LIBRARIES as BY_NAME
 
 pytest.importorskip("cosmic_ray")
 
 CORAL = [sys.executable, "-m", "coral_cli.app"]
 PER_MODE = 4
-# Test dependencies of the libraries' suites, pinned, without their own dependencies.
-DEPS = ["text-unidecode==1.3", "freezegun==1.5.5", "python-dateutil==2.9.0.post0",
-        "six==1.17.0", "pytest-cov==7.1.0"]
-
-
-@dataclass(frozen=True)
-class Library:
-    requirement: str
-    folder: str
-    module: str
-    tests: tuple[str, ...]
-    pythonpath: tuple[str, ...]
-    sample: float
-
-
-LIBRARIES = [
-    Library("python-slugify==9.2.0", "python_slugify-9.2.0", "slugify/slugify.py",
-            ("tests",), (".",), 0.05),
-    Library("semver==3.1.2", "semver-3.1.2", "src/semver/version.py", ("tests",), (), 0.05),
-    Library("humanize==4.17.0", "humanize-4.17.0", "src/humanize/number.py",
-            ("tests/test_number.py",), ("src",), 0.05),
-    Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py", ("test",),
-            (), 0.15),
-]
+LIBRARIES = list(BY_NAME.values())
 
 
 def _pip(*args: str, cwd: Path) -> None:

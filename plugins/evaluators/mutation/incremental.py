@@ -6,9 +6,8 @@ are reused: code run at import, and tests that read files or start processes, ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from coral_core.mutation.fingerprint import (
     dependencies, environment, file_digest, mutant_key, outermost_functions, outside_functions,
@@ -23,11 +22,7 @@ class Earlier:
     """A verdict of the session before the change, and what it rested on."""
 
     deps: str
-    result: Any  # cosmic-ray's WorkResult
-    seconds: float
-    tests_run: int
-    timeout: bool
-    kills: tuple[tuple[str, str], ...]
+    verdict: Verdict
 
 
 def what_changed(meta: dict, meta_now: dict, project: Path) -> list[str]:
@@ -59,8 +54,8 @@ def earlier_verdicts(session: Session) -> dict[str, Earlier]:
             continue
         if key in found:
             shared.add(key)
-        found[key] = Earlier(deps, results[job_id], row[0], row[2], bool(row[3]),
-                             tuple(kills.get(job_id, ())))
+        found[key] = Earlier(deps, Verdict(job_id, results[job_id], row[0], row[1], row[2],
+                                           bool(row[3]), tuple(kills.get(job_id, ()))))
     for key in shared:
         found.pop(key)
     return found
@@ -108,8 +103,8 @@ def reuse(session: Session, plans: list[Plan], prints: dict[str, tuple[str, str 
         old = earlier.get(key) if deps is not None else None
         if old is None or old.deps != deps:
             continue
-        verdicts.append(Verdict(plan.job_id, attrs.evolve(old.result, diff=plan.diff),
-                                old.seconds, "swap", old.tests_run, old.timeout, old.kills))
+        verdicts.append(replace(old.verdict, job_id=plan.job_id,
+                                result=attrs.evolve(old.verdict.result, diff=plan.diff)))
         settled.add(plan.job_id)
         if progress:
             progress.advance(plan, verdicts[-1].result)
