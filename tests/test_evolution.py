@@ -20,6 +20,7 @@ pytest.importorskip("optuna")
 from coral_plugins.search.evolution import ca  # noqa: E402
 from coral_plugins.search.evolution.gates import Gates, progress  # noqa: E402
 from coral_plugins.search.evolution.report import report_grids, report_text  # noqa: E402
+from coral_core.results.summary_tables import trials_grid  # noqa: E402
 from coral_plugins.search.evolution.selection import hypervolume, non_dominated  # noqa: E402
 
 SMALL = """[dataset]
@@ -110,6 +111,12 @@ def test_a_run_has_a_readable_front_plots_and_ledger(reference):
     assert f"Pareto front: {len(front)} genomes" in text and "hypervolume" in text
     front_grid, generations_grid = report_grids(search)[:2]  # tables, drawn on a terminal
     assert len(front_grid.rows) == len(front) and len(generations_grid.rows) == 3
+    # the front names each knob as the trials table does (one name for one setting)
+    trials_table = trials_grid(summary)
+    by_trial = {row[0].split()[0]: row[1] for row in trials_table.rows}
+    genes_column = [c.header for c in front_grid.columns].index("genes")
+    for row in front_grid.rows:
+        assert row[genes_column].startswith(by_trial[row[0]].split(", model.adapter=")[0])
     failed = [g for g in genomes if not g["gate"]["passed"]]
     for genome in failed:
         assert "<" in genome["gate"]["reason"] and "sqrt" in genome["gate"]["reason"]

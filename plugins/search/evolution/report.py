@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from coral_core.results.summary_tables import short_value
+from coral_core.results.summary_tables import short_overrides, short_value
 from coral_core.results.grids import Column, Grid, markdown
 
+from .genome import ADAPTER_KEY, HEAVY
 
-def _genes(genes: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={short_value(v)}" for k, v in genes.items())
+
+def _genes(member: Mapping[str, Any]) -> str:
+    """The knobs a trial sets, named as the trials table names them, then the adapter's
+    genes (in the adapter, not in the overrides)."""
+    overrides = {k: v for k, v in (member.get("overrides") or {}).items() if k != ADAPTER_KEY}
+    genes = member["genome"]["genes"]
+    heavy = " ".join(f"{k}={short_value(genes[k])}" for k in HEAVY if k in genes)
+    if not overrides:  # a run stored before members kept their overrides
+        return " ".join(f"{k}={short_value(v)}" for k, v in genes.items())
+    return ", ".join(filter(None, (short_overrides(overrides), heavy.replace(" ", ", "))))
 
 
 def report_grids(search: Mapping[str, Any]) -> list[Grid | str]:
@@ -29,7 +38,7 @@ def report_grids(search: Mapping[str, Any]) -> list[Grid | str]:
                          Column("genes"), Column("adapter")),
                  tuple((str(m["trial"]), str(m["generation"]),
                         *(f"{m['objectives'][o]:.3f}" for o in objectives),
-                        f"{m['fitness']:.3f}", _genes(m["genome"]["genes"]),
+                        f"{m['fitness']:.3f}", _genes(m),
                         m.get("adapter_key", "")[:12] if m.get("adapter") else "-")
                        for m in search["pareto_front"]))
     generations = Grid("generations", (
