@@ -287,9 +287,10 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         if first.hello.get("module") is None and not several:
             raise NotImported(f"the tests never import {module} (nothing to mutate through "
                               "them)")
-        # the other workers collect the tests while the first runs the baseline
+        # the other workers collect the tests while the first runs the baseline (no more
+        # than the mutants left could use)
         starting = [_STARTER.submit(spawn, module, pytest_args, project)
-                    for _ in range(workers - 1)]
+                    for _ in range(min(workers, len(pending)) - 1)]
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
         events = [e for e in baseline_reply.get("events", []) if "test" in e]
         failing = [e["test"] for e in events if e["failed"]]
