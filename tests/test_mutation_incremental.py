@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from coral_core.mutation.fingerprint import (dependencies, mutant_key, outermost_functions,
-                                             outside_functions, ran_functions)
+                                             outside_functions, ran_functions, referenced)
 
 pytest.importorskip("cosmic_ray")
 
@@ -69,8 +69,8 @@ def test_clamp():
 # -- the fingerprint, without a process ---------------------------------------------------
 def test_a_key_names_the_function_and_the_change_not_the_line():
     before = outermost_functions(CALC)
-    assert [(f.name, f.first) for f in before] == [("add", 4), ("sub", 8), ("scale", 12),
-                                                     ("Box.clamp", 19)]
+    assert [(f.name, f.first) for f in before] == [
+        ("add", 4), ("sub", 8), ("scale", 12), ("Box.clamp", 19)]
     mutated = CALC.replace("return a - b", "return a + b")
     key = mutant_key("calc.py", "core/ReplaceBinaryOperator_Sub_Add", CALC, mutated, before)
     shifted = "import os\n\n\n" + CALC
@@ -103,6 +103,23 @@ def test_dependencies_follow_what_the_tests_ran():
     assert outside_functions(CALC.replace("limit = 10", "limit = 9"), functions) != outside
     spaced = CALC.replace("def sub", "\n\ndef sub")
     assert outside_functions(spaced, outermost_functions(spaced)) == outside
+
+
+def test_a_function_the_mutant_can_call_is_a_dependency_even_if_never_ran():
+    """A mutant may flip a branch into a call the baseline never made: the functions its
+    own function names are in its dependencies."""
+    source = ("def helper(x):\n    return x + 1\n\n\n"
+              "def f(x):\n    if x > 100:\n        return helper(x)\n    return x\n")
+    functions = outermost_functions(source)
+    names = referenced(source, functions)
+    assert {name for name, _ in names["f"]} == {"helper"}
+    edited = source.replace("x + 1", "x + 2")
+    edited_names = referenced(edited, outermost_functions(edited))
+    ran = {"t::f": ran_functions([6, 8], functions)}  # the test never reaches helper
+    files = {"t::f": "a" * 64}
+    outside = outside_functions(source, functions)
+    assert dependencies(["t::f"], ran, files, outside, "env", names["f"]) != \
+        dependencies(["t::f"], ran, files, outside, "env", edited_names["f"])
 
 
 # -- sessions ---------------------------------------------------------------------------
@@ -169,3 +186,23 @@ def test_a_resume_after_edits_reruns_only_what_changed(project):
     helped = _mutate(project, "s.sqlite", "--resume")
     assert helped["changed"] == ["helper.py changed"] and helped["reused"] == 0
     assert _verdicts(helped) == _verdicts(retested)
+
+
+def test_an_incremental_resume_that_stops_early_keeps_what_it_could_reuse(project):
+    """The module edited and a test broken: the resume is refused (the tests fail on the
+    unmutated code) after the session was enumerated afresh; with the test mended, the next
+    resume still reuses the verdicts from before the edit."""
+    first = _mutate(project, "s.sqlite")
+    calc = CALC.replace("    return a - b", "    c = a - b\n    return c")
+    (project / "calc.py").write_text(calc)
+    more = project / "tests" / "test_more.py"
+    more.write_text(TEST_MORE.replace("== 6", "== 7"))
+    refused = subprocess.run(CORAL + ["mutation", "run", "--module", "calc.py", "--tests",
+                                      "tests", "--session", "s.sqlite", "--workers", "2",
+                                      "--resume"], cwd=project, capture_output=True, text=True,
+                             timeout=600)
+    assert refused.returncode == 2 and "fail on the unmutated code" in refused.stderr
+    more.write_text(TEST_MORE)
+    mended = _mutate(project, "s.sqlite", "--resume")
+    assert mended["reused"] > 0 and mended["reused"] >= first["mutation_num"] // 2
+    _same_as_fresh(project, mended)

@@ -17,6 +17,7 @@ import ast
 import bisect
 import hashlib
 import json
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -73,7 +74,10 @@ def outside_functions(source: str, functions: list[Function]) -> str:
     return _sha(kept)
 
 
-def _enclosing(functions: list[Function], first: int, last: int) -> Function | None:
+def enclosing(functions: list[Function], first: int, last: int | None = None
+              ) -> Function | None:
+    """The function holding lines first..last (None: module-level code)."""
+    last = first if last is None else last
     starts = [f.first for f in functions]
     index = bisect.bisect_right(starts, first) - 1
     if index >= 0 and functions[index].first <= first and last <= functions[index].last:
@@ -93,7 +97,7 @@ def mutant_key(module: str, operator: str, source: str, mutated: str,
            and before[-1 - tail] == after[-1 - tail]):
         tail += 1
     removed, added = before[head:len(before) - tail], after[head:len(after) - tail]
-    function = _enclosing(functions, head + 1, max(head + 1, len(before) - tail))
+    function = enclosing(functions, head + 1, max(head + 1, len(before) - tail))
     if function is None:
         return None
     return _sha([module, operator, function.name, function.digest, head + 1 - function.first,
@@ -111,14 +115,38 @@ def ran_functions(lines: Iterable[int], functions: list[Function]) -> set[tuple[
     return out
 
 
+def referenced(source: str, functions: list[Function]) -> dict[str, set[tuple[str, str]]]:
+    """{function name: (name, digest) of the module's functions its text names}: a mutant
+    can make its function call one that the baseline never reached."""
+    by_short: dict[str, list[Function]] = {}
+    for function in functions:
+        by_short.setdefault(function.name.rsplit(".", 1)[-1], []).append(function)
+    lines = source.split("\n")
+    out = {}
+    for function in functions:
+        text = "\n".join(lines[function.first - 1:function.last])
+        try:
+            tree = ast.parse(textwrap.dedent(text))
+        except SyntaxError:  # a method's text alone (decorators first): be conservative
+            out[function.name] = {(f.name, f.digest) for f in functions}
+            continue
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        out[function.name] = {(f.name, f.digest) for name in names
+                              for f in by_short.get(name, ())}
+    return out
+
+
 def dependencies(tests: list[str], ran: dict[str, set[tuple[str, str]]],
                  test_files: dict[str, str | None], outside: str, environment: str,
-                 ) -> str | None:
-    """What a mutant's verdict rests on, as one digest; None where a test's file is unknown
-    (such a verdict is never reused)."""
+                 named: set[tuple[str, str]] = frozenset()) -> str | None:
+    """What a mutant's verdict rests on, as one digest: its tests and their files, the
+    functions they ran, those its own function names (`named`), the module's code outside
+    functions and the environment. None where a test's files are unknown (such a verdict is
+    never reused)."""
     if not tests or any(test_files.get(test) is None for test in tests):
         return None
-    functions = sorted(set().union(*(ran.get(test, set()) for test in tests)))
+    functions = sorted(set(named).union(*(ran.get(test, set()) for test in tests)))
     return _sha([sorted((test, test_files[test]) for test in tests), functions, outside,
                  environment])
 
@@ -130,12 +158,18 @@ def file_digest(path: Path) -> str | None:
         return None
 
 
-def environment(project: Path, imported: Iterable[str]) -> str:
-    """The digest of the project's files the tests imported (paths relative to the
-    project), and of pytest's configuration files there."""
-    files = sorted(set(imported) | {name for name in CONFIG_FILES
-                                    if (project / name).is_file()})
-    return _sha([(name, file_digest(project / name)) for name in files])
+def files_digest(project: Path, names: Iterable[str]) -> str | None:
+    """One digest of several files of the project (None when one cannot be read)."""
+    digests = [(name, file_digest(project / name)) for name in sorted(set(names))]
+    return None if any(d is None for _, d in digests) else _sha(digests)
+
+
+def environment(project: Path, watched: dict[str, str | None]) -> str:
+    """The digest of the project's files the tests imported (`watched`: path relative to
+    the project -> digest) and of pytest's configuration files there."""
+    config = {name: file_digest(project / name) for name in CONFIG_FILES
+              if (project / name).is_file()}
+    return _sha(sorted({**watched, **config}.items()))
 
 
 def tests_digest(project: Path, tests: Iterable[str]) -> str:

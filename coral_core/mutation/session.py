@@ -6,7 +6,9 @@ plus Coral's own tables beside cosmic-ray's (cosmic-ray ignores them):
 - `coral_kills` (job_id, test, how): the test x mutant kill matrix ("failed" or "timeout");
 - `coral_baseline` (test, seconds, lines): the unmutated run;
 - `coral_fingerprints` (job_id, key, deps): each mutant's key and what its verdict rests
-  on (coral_core.mutation.fingerprint), so a later `--resume` reuses what still holds.
+  on (coral_core.mutation.fingerprint), so a later `--resume` reuses what still holds;
+- `coral_earlier` (key, deps, verdict): the verdicts an incremental `--resume` may reuse,
+  kept until `--fresh`, so that one interrupted before it reused them loses nothing.
 
 The work items are made by cosmic-ray's own `init` (its operators, its enumeration), so the
 (module, operator, occurrence) keys are cosmic-ray's. Coral's rows for a mutant and its
@@ -18,7 +20,6 @@ mutants without a result.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -36,7 +37,17 @@ CREATE TABLE IF NOT EXISTS coral_kills (job_id TEXT, test TEXT, how TEXT,
     PRIMARY KEY (job_id, test));
 CREATE TABLE IF NOT EXISTS coral_baseline (test TEXT PRIMARY KEY, seconds REAL, lines TEXT);
 CREATE TABLE IF NOT EXISTS coral_fingerprints (job_id TEXT PRIMARY KEY, key TEXT, deps TEXT);
+CREATE TABLE IF NOT EXISTS coral_earlier (key TEXT PRIMARY KEY, deps TEXT, verdict TEXT);
 """
+
+
+def _verdict_row(verdict: "Verdict") -> dict:
+    result = verdict.result
+    return {"job_id": verdict.job_id, "worker_outcome": result.worker_outcome.name,
+            "output": result.output, "diff": result.diff,
+            "test_outcome": result.test_outcome.name if result.test_outcome else None,
+            "seconds": verdict.seconds, "mode": verdict.mode, "tests_run": verdict.tests_run,
+            "timeout": verdict.timeout, "kills": [list(k) for k in verdict.kills]}
 
 
 @dataclass(frozen=True)
@@ -50,10 +61,6 @@ class Verdict:
     tests_run: int
     timeout: bool
     kills: tuple[tuple[str, str], ...]
-
-
-def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _foreign_tables(path: Path) -> list[str]:
@@ -105,13 +112,14 @@ class Session:
                                  [(k, json.dumps(v)) for k, v in values.items()])
 
     # -- work ------------------------------------------------------------------------------
-    def init(self, modules: list[Path]) -> None:
-        """Clear the session and enumerate cosmic-ray's mutants of `modules` (its `init`)."""
+    def init(self, modules: list[Path], keep_earlier: bool = False) -> None:
+        """Clear the session and enumerate cosmic-ray's mutants of `modules` (its `init`);
+        `keep_earlier`: the reusable verdicts stay (an incremental resume)."""
         import cosmic_ray.commands
 
         with self.sql:
             for table in ("coral_meta", "coral_mutants", "coral_kills", "coral_baseline",
-                          "coral_fingerprints"):
+                          "coral_fingerprints") + (() if keep_earlier else ("coral_earlier",)):
                 self.sql.execute(f"DELETE FROM {table}")
         cosmic_ray.commands.init(list(modules), self.db, {})
 
@@ -160,6 +168,34 @@ class Session:
     def fingerprints(self) -> dict[str, tuple[str, str | None]]:
         return {row[0]: (row[1], row[2])
                 for row in self.sql.execute("SELECT * FROM coral_fingerprints")}
+
+    def save_earlier(self, earlier: dict[str, tuple[str, Verdict]]) -> None:
+        """Keep `earlier` ({key: (deps, verdict)}) for incremental resumes, whatever
+        happens to the session's own rows."""
+        with self.sql:
+            self.sql.execute("DELETE FROM coral_earlier")
+            self.sql.executemany("INSERT INTO coral_earlier VALUES (?, ?, ?)", [
+                (key, deps, json.dumps(_verdict_row(verdict)))
+                for key, (deps, verdict) in earlier.items()])
+
+    def saved_earlier(self) -> dict[str, tuple[str, Verdict]]:
+        from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+        found = {}
+        for key, deps, text in self.sql.execute("SELECT * FROM coral_earlier"):
+            row = json_value(text, f"{self.path}: coral_earlier")
+            try:
+                result = WorkResult(
+                    worker_outcome=WorkerOutcome[row["worker_outcome"]], output=row["output"],
+                    test_outcome=TestOutcome[row["test_outcome"]] if row["test_outcome"]
+                    else None, diff=row["diff"])
+                found[key] = (deps, Verdict(row["job_id"], result, float(row["seconds"]),
+                                            row["mode"], int(row["tests_run"]),
+                                            bool(row["timeout"]),
+                                            tuple(tuple(k) for k in row["kills"])))
+            except (KeyError, TypeError, ValueError):
+                continue  # a damaged row is only a verdict not reused
+        return found
 
     def set_baseline(self, rows: list[dict]) -> None:
         with self.sql:

@@ -23,8 +23,8 @@ from coral_core.mutation.filters import MutantFilter, pragma_lines
 from coral_core.mutation.plan import Plan, make_plans
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
-from coral_core.mutation.fingerprint import tests_digest
-from coral_core.mutation.session import Session, Verdict, digest
+from coral_core.mutation.fingerprint import file_digest, tests_digest
+from coral_core.mutation.session import Session, Verdict
 from . import incremental
 
 MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
@@ -127,8 +127,8 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     workers = max(1, workers or os.cpu_count() or 1)
     one = len(rel_modules) == 1
     meta_now = {"module": str(rel_modules[0]) if one else [str(m) for m in rel_modules],
-                "module_sha256": digest(project / rel_modules[0]) if one else
-                {str(m): digest(project / m) for m in rel_modules},
+                "module_sha256": file_digest(project / rel_modules[0]) if one else
+                {str(m): file_digest(project / m) for m in rel_modules},
                 "tests": rel_tests, "tests_sha256": tests_digest(project, rel_tests),
                 "timeout_mode": timeout_mode, "sample": sample,
                 "seed": seed, **keep.meta(),
@@ -218,15 +218,17 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
             if changed:
                 raise UserError(f"cannot resume {session_path}: {changed[0]} differs from the "
                                 "session's (--fresh starts it over)")
+            # reusable verdicts: also for a plain resume of an interrupted incremental one
+            earlier = incremental.earlier_verdicts(session)
             why = incremental.what_changed(meta, meta_now, project)
             if why:  # enumerate afresh; what still holds is reused, the rest runs
-                earlier = incremental.earlier_verdicts(session)
+                session.save_earlier({k: (e.deps, e.verdict) for k, e in earlier.items()})
                 meta_now = {**meta_now, "changed": why}
         if not resume or "changed" in meta_now:
             cwd = os.getcwd()
             os.chdir(project)
             try:
-                session.init(list(sources))
+                session.init(list(sources), keep_earlier=resume)
             finally:
                 os.chdir(cwd)
             session.set_meta(meta_now)
@@ -288,9 +290,9 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
             raise NotImported(f"the tests never import {module} (nothing to mutate through "
                               "them)")
         # the other workers collect the tests while the first runs the baseline (no more
-        # than the mutants left could use)
-        starting = [_STARTER.submit(spawn, module, pytest_args, project)
-                    for _ in range(min(workers, len(pending)) - 1)]
+        # than the mutants left could use; after an edit most may be reused: none then)
+        starting = [] if earlier else [_STARTER.submit(spawn, module, pytest_args, project)
+                                       for _ in range(min(workers, len(pending)) - 1)]
         baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
         events = [e for e in baseline_reply.get("events", []) if "test" in e]
         failing = [e["test"] for e in events if e["failed"]]
@@ -333,23 +335,25 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         imported = next((e["imported"] for e in baseline_reply.get("events", [])
                          if "imported" in e), [])
         test_files = first.hello.get("test_files") or {}
+        watched_now = incremental.watched(project, imported, test_files, str(module))
         prints = incremental.fingerprints(plans, source, str(module), baseline, test_files,
-                                          imported, project)
+                                          watched_now, project)
         session.set_fingerprints(prints)
-        session.set_meta({"watched": {**(session.meta().get("watched") or {}),
-                                      **incremental.watched(project, imported, test_files,
-                                                            str(module))}})
+        session.set_meta({"watched": {**(session.meta().get("watched") or {}), **watched_now}})
         if earlier:
             settled = incremental.reuse(session, runnable, prints, earlier, progress)
             runnable = [p for p in runnable if p.job_id not in settled]
-        wanted = min(workers, len(runnable)) - 1
+        wanted = min(workers, len(runnable)) - 1  # workers beside the first
         while starting:
             worker = starting.pop(0).result()  # a worker that cannot start: as the first
-            pool.append(worker) if wanted > 0 else worker.close()
-            wanted -= 1
+            pool.append(worker) if len(pool) <= wanted else worker.close()
+        while len(pool) <= wanted:
+            pool.append(spawn(module, pytest_args, project))
         _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
     finally:
         for future in starting:  # started for a run that ended early
+            if future.cancel():
+                continue
             try:
                 future.result().close()
             except Exception:  # noqa: B902 - the run's own error is the one to report
@@ -404,11 +408,10 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 except queue.Empty:
                     break
             left -= len(batch)
-            verdicts = []
+            verdicts, died = [], [got for got in batch if isinstance(got, BaseException)]
             for got in batch:
                 if isinstance(got, BaseException):
-                    session.record_many(verdicts)
-                    raise UserError(f"a mutation worker died twice: {got}")
+                    continue
                 plan, reply = got
                 result, kills = _result(plan, reply)
                 mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
@@ -421,7 +424,9 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 verdicts.append(Verdict(plan.job_id, result, reply.get("seconds", 0.0), mode,
                                         len(ran) if ran is not None else -1,
                                         bool(reply.get("timeout")), tuple(kills)))
-            session.record_many(verdicts)
+            session.record_many(verdicts)  # every verdict that came, before any error
+            if died:
+                raise UserError(f"a mutation worker died twice: {died[0]}")
             if progress:
                 for got, verdict in zip(batch, verdicts):
                     progress.advance(got[0], verdict.result)

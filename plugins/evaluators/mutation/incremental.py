@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coral_core.mutation.fingerprint import (
-    dependencies, environment, file_digest, mutant_key, outermost_functions, outside_functions,
-    ran_functions,
+    dependencies, enclosing, environment, file_digest, files_digest, mutant_key,
+    outermost_functions, outside_functions, ran_functions, referenced,
 )
 from coral_core.mutation.plan import Plan
 from coral_core.mutation.session import Session, Verdict
@@ -30,8 +30,9 @@ def what_changed(meta: dict, meta_now: dict, project: Path) -> list[str]:
     why = []
     if meta.get("module_sha256") != meta_now["module_sha256"]:
         why.append("the module changed")
-    if meta.get("tests_sha256") != meta_now["tests_sha256"]:
-        why.append("the tests changed")
+    if "tests_sha256" in meta and meta["tests_sha256"] != meta_now["tests_sha256"]:
+        why.append("the tests changed")  # (a session made before tests were digested:
+        # its resume continues it, as it always did)
     watched = meta.get("watched") or {}
     moved = sorted(name for name, was in watched.items() if file_digest(project / name) != was)
     if moved:
@@ -41,7 +42,10 @@ def what_changed(meta: dict, meta_now: dict, project: Path) -> list[str]:
 
 
 def earlier_verdicts(session: Session) -> dict[str, Earlier]:
-    """{key: Earlier} of the reusable verdicts (a key two mutants share is left out)."""
+    """{key: Earlier} of the reusable verdicts: the session's own (a key two mutants share
+    is left out), over those kept from before the last edit (`coral_earlier`)."""
+    kept = {key: Earlier(deps, verdict) for key, (deps, verdict)
+            in session.saved_earlier().items()}
     results, rows = session.results(), session.mutant_rows()
     kills: dict[str, list[tuple[str, str]]] = {}
     for job_id, test, how in session.kills():
@@ -58,19 +62,19 @@ def earlier_verdicts(session: Session) -> dict[str, Earlier]:
                                            bool(row[3]), tuple(kills.get(job_id, ()))))
     for key in shared:
         found.pop(key)
-    return found
+    return {**kept, **found}
 
 
 def fingerprints(plans: list[Plan], source: str, module: str, baseline: dict[str, dict],
-                 test_files: dict[str, str | None], imported: list[str], project: Path,
-                 ) -> dict[str, tuple[str, str | None]]:
+                 test_files: dict[str, list[str] | None], watched_now: dict[str, str | None],
+                 project: Path) -> dict[str, tuple[str, str | None]]:
     """{job_id: (key, deps)} of the mutants run in memory on their covering tests."""
     functions = outermost_functions(source)
     outside = outside_functions(source, functions)
-    digests = {test: (file_digest(project / rel) if rel else None)
-               for test, rel in test_files.items()}
-    own = set(test_files.values()) | {module}
-    env = environment(project, [name for name in imported if name not in own])
+    names = referenced(source, functions)
+    digests = {test: (files_digest(project, files) if files is not None else None)
+               for test, files in test_files.items()}
+    env = environment(project, watched_now)
     ran = {test: ran_functions(row["lines"], functions) for test, row in baseline.items()}
     prints = {}
     for plan in plans:
@@ -78,16 +82,18 @@ def fingerprints(plans: list[Plan], source: str, module: str, baseline: dict[str
             continue
         key = mutant_key(module, plan.operator, source, plan.source, functions)
         if key is not None:
+            home = enclosing(functions, plan.line)
+            named = names.get(home.name, set()) if home is not None else set()
             prints[plan.job_id] = (key, dependencies(plan.tests or [], ran, digests, outside,
-                                                     env))
+                                                     env, named))
     return prints
 
 
-def watched(project: Path, imported: list[str], test_files: dict[str, str | None],
+def watched(project: Path, imported: list[str], test_files: dict[str, list[str] | None],
             module: str) -> dict[str, str | None]:
     """{file: digest} of the imported project files besides tests and the module: a
     change there makes the next `--resume` re-check every verdict."""
-    own = set(test_files.values()) | {module}
+    own = {name for files in test_files.values() for name in files or ()} | {module}
     return {name: file_digest(project / name) for name in imported if name not in own}
 
 

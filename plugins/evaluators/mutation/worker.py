@@ -37,6 +37,7 @@ written.
 from __future__ import annotations
 
 import fcntl
+import functools
 import importlib.util
 import json
 import linecache
@@ -214,7 +215,7 @@ class Worker(_Phases):
         self.keep = procs.snapshot(os.getpid())
         _send(self.replies, {"ready": True, "module": getattr(self.module, "__name__", None),
                              "tests": [item.nodeid for item in self.items],
-                             "test_files": {item.nodeid: self._relative(item)
+                             "test_files": {item.nodeid: self._test_files(item)
                                             for item in self.items},
                              "collect_lines": sorted(self.collect_lines),
                              "disk": self.disk, "startup_cpu": _cpu_now()})
@@ -424,22 +425,49 @@ class Worker(_Phases):
             return self.run_items(items, trace=False, first=not request.get("every"))
         return self.reload(request)
 
-    def _relative(self, item) -> str | None:
-        """A test's file, relative to the project (None outside it)."""
-        path = os.path.realpath(str(getattr(item, "path", None) or item.fspath))
-        return os.path.relpath(path, self.project) \
-            if path.startswith(self.project + os.sep) else None
+    def _inside(self, path: str | None) -> str | None:
+        """`path` relative to the project, or None outside it (a virtual environment inside
+        the project counts as outside: installed code is not the project's)."""
+        if not path:
+            return None
+        real = os.path.realpath(path)
+        if not real.startswith(self.project + os.sep) or real.startswith(self.installed):
+            return None
+        return os.path.relpath(real, self.project)
+
+    @functools.cached_property
+    def installed(self) -> tuple[str, ...]:
+        """The folders of installed code inside the project (a virtual environment there)."""
+        roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *sys.path)
+                 if p and (p in (sys.prefix, sys.base_prefix) or "site-packages" in p)}
+        return tuple(sorted(r + os.sep for r in roots if r.startswith(self.project + os.sep)))
+
+    def _test_files(self, item) -> list[str] | None:
+        """The files a test's code comes from: its own, the file of its function (a method
+        inherited from a base class elsewhere) and those of its fixtures' functions; None
+        when one of them lies outside the project (a verdict then is never reused)."""
+        paths = [str(getattr(item, "path", None) or item.fspath)]
+        function = getattr(item, "function", None)
+        paths.append(getattr(getattr(function, "__code__", None), "co_filename", None))
+        info = getattr(item, "_fixtureinfo", None)
+        for definitions in getattr(info, "name2fixturedefs", {}).values():
+            for definition in definitions:
+                code = getattr(getattr(definition, "func", None), "__code__", None)
+                if code is not None:
+                    paths.append(code.co_filename)
+        found = [self._inside(path) for path in paths if path]
+        if found and found[0] is None:
+            return None
+        return sorted({f for f in found if f is not None})
 
     def _project_files(self) -> list[str]:
         """The project's files that are imported now (besides the module under test): what
         an incremental run watches (coral_core.mutation.fingerprint)."""
         found = set()
         for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
-            if isinstance(path, str):
-                real = os.path.realpath(path)
-                if real.startswith(self.project + os.sep) and real != self.module_path:
-                    found.add(os.path.relpath(real, self.project))
+            relative = self._inside(getattr(module, "__file__", None))
+            if relative is not None and os.path.realpath(module.__file__) != self.module_path:
+                found.add(relative)
         return sorted(found)
 
     def _swap(self, source: str) -> bool:

@@ -22,10 +22,10 @@ def _genes(member: Mapping[str, Any]) -> str:
     genes (in the adapter, not in the overrides)."""
     overrides = {k: v for k, v in (member.get("overrides") or {}).items() if k != ADAPTER_KEY}
     genes = member["genome"]["genes"]
-    heavy = " ".join(f"{k}={short_value(genes[k])}" for k in HEAVY if k in genes)
+    heavy = [f"{k}={short_value(genes[k])}" for k in HEAVY if k in genes]
     if not overrides:  # a run stored before members kept their overrides
         return " ".join(f"{k}={short_value(v)}" for k, v in genes.items())
-    return ", ".join(filter(None, (short_overrides(overrides), heavy.replace(" ", ", "))))
+    return ", ".join([short_overrides(overrides), *heavy])
 
 
 def report_grids(search: Mapping[str, Any]) -> list[Grid | str]:
