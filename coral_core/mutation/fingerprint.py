@@ -17,7 +17,6 @@ import ast
 import bisect
 import hashlib
 import json
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -42,24 +41,31 @@ def _sha(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
+def _outermost_nodes(tree: ast.AST) -> Iterable[tuple[str, ast.AST]]:
+    """(qualified name, node) of each outermost function; classes are walked into."""
+    def walk(node: ast.AST, prefix: str) -> Iterable[tuple[str, ast.AST]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield prefix + child.name, child
+            elif isinstance(child, ast.ClassDef):
+                yield from walk(child, f"{prefix}{child.name}.")
+            else:
+                yield from walk(child, prefix)
+
+    return walk(tree, "")
+
+
+def _first_line(node: ast.AST) -> int:
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
 def outermost_functions(source: str) -> list[Function]:
     """The module's outermost functions, in line order."""
     lines = source.split("\n")
-    found: list[Function] = []
-
-    def walk(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
-                last = child.end_lineno or child.lineno
-                text = "\n".join(lines[first - 1:last])
-                found.append(Function(first, last, prefix + child.name, _sha(text)))
-            elif isinstance(child, ast.ClassDef):
-                walk(child, f"{prefix}{child.name}.")
-            else:
-                walk(child, prefix)
-
-    walk(parsing.parse(source), "")
+    found = []
+    for name, node in _outermost_nodes(parsing.parse(source)):
+        first, last = _first_line(node), node.end_lineno or node.lineno
+        found.append(Function(first, last, name, _sha("\n".join(lines[first - 1:last]))))
     return sorted(found, key=lambda f: f.first)
 
 
@@ -121,19 +127,13 @@ def referenced(source: str, functions: list[Function]) -> dict[str, set[tuple[st
     by_short: dict[str, list[Function]] = {}
     for function in functions:
         by_short.setdefault(function.name.rsplit(".", 1)[-1], []).append(function)
-    lines = source.split("\n")
     out = {}
-    for function in functions:
-        text = "\n".join(lines[function.first - 1:function.last])
-        try:
-            tree = ast.parse(textwrap.dedent(text))
-        except SyntaxError:  # a method's text alone (decorators first): be conservative
-            out[function.name] = {(f.name, f.digest) for f in functions}
-            continue
-        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-        out[function.name] = {(f.name, f.digest) for name in names
-                              for f in by_short.get(name, ())}
+    for name, node in _outermost_nodes(parsing.parse(source)):
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+        # same-named functions (a property's getter and setter) share one set
+        out.setdefault(name, set()).update(
+            (f.name, f.digest) for short in names for f in by_short.get(short, ()))
     return out
 
 
