@@ -50,6 +50,9 @@ def evaluate(
     json_output: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Score candidate programs, or FIM predictions; exit 0 whether or not they pass."""
+    from coral_core.sandbox.policy import probe_soon
+
+    probe_soon()  # while the rest is imported and configured
     from coral_core.config import launch
     from coral_core.config.blueprints import DatasetBlueprint, ScoringBlueprint
     from coral_core.scoring.candidate_files import CandidateFile, evaluate_files, files_in

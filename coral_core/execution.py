@@ -200,6 +200,7 @@ class ExecutionContext:
     def timeouts(self, task: Task) -> list[float] | None:
         if self.timeout_factor <= 0:
             return None
+        self.sandbox.warm()  # its worker starts while the reference runs
         reference = self.reference(task)
         return [
             min(self.policy.timeout, max(self.timeout_floor, self.timeout_factor * seconds))

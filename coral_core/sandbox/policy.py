@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -196,6 +197,7 @@ def start_worker(command: list[str], cwd: str | None,
     if shutil.which(command[0]) is None:
         raise SandboxUnavailable(f"the sandbox cannot start a worker here: {command[0]} is "
                                  "not an executable file")
+    compile_worker_modules()
     if wrap is not None:
         command = wrap(command)
     try:
@@ -208,15 +210,52 @@ def start_worker(command: list[str], cwd: str | None,
 
 
 @functools.lru_cache(maxsize=None)
+def compile_worker_modules() -> None:
+    """Write the bytecode of the worker's modules where it is missing or stale, as an
+    import would (unless bytecode writing is off): the workers load these files by path
+    and cannot write bytecode themselves, so without it each worker start compiles them
+    all (about 10 ms). An installed Coral has it already; a read-only tree is left as is."""
+    if sys.dont_write_bytecode:
+        return
+    import importlib.util
+    import py_compile
+
+    for source in WORKER_DIR.glob("*.py"):
+        try:
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            if cached.exists() and cached.stat().st_mtime >= source.stat().st_mtime:
+                continue
+            py_compile.compile(str(source), str(cached), doraise=True)
+        except (OSError, py_compile.PyCompileError, ValueError):
+            continue
+
+
+@functools.lru_cache(maxsize=None)
 def bwrap_program() -> str:
     """bubblewrap's full path, looked up on Coral's own PATH: workers start with the
     scrubbed environment, whose PATH need not hold the folder where bwrap was found."""
     return shutil.which("bwrap") or "bwrap"
 
 
-@functools.lru_cache(maxsize=None)
+_PROBE_LOCK = threading.Lock()
+
+
 def bwrap_available() -> tuple[bool, str]:
-    """Whether bubblewrap can start our sandbox here, and if not, why."""
+    """Whether bubblewrap can start our sandbox here, and if not, why (probed once per
+    process; a caller arriving during the probe waits for its answer)."""
+    with _PROBE_LOCK:
+        return _probe()
+
+
+def probe_soon() -> None:
+    """Probe bubblewrap in the background now: a command that will need the sandbox calls
+    this first, so the probe (a bubblewrap and an interpreter start, about 40 ms) overlaps
+    with its imports and configuration."""
+    threading.Thread(target=bwrap_available, daemon=True, name="coral-bwrap-probe").start()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> tuple[bool, str]:
     if shutil.which("bwrap") is None:
         return False, "bubblewrap (bwrap) is not installed"
     probe = bwrap_command(SandboxPolicy(), sys.executable)

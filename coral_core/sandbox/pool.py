@@ -289,6 +289,7 @@ class Sandbox:
         self._closed = False
         self._analyzer: Analyzer | None = None
         self._started = 0
+        self._free = 0  # slots that hold no job: starting, or waiting for one
 
     @property
     def workers_started(self) -> int:
@@ -337,19 +338,42 @@ class Sandbox:
             if self._closed:
                 raise RuntimeError("sandbox is closed")
             self._queue.put((job, future))
-            if len(self._threads) < self.workers:
-                thread = threading.Thread(
-                    target=self._serve, args=(len(self._threads),), daemon=True,
-                    name=f"coral-sandbox-{len(self._threads)}",
-                )
-                self._threads.append(thread)
-                thread.start()
+            # a new slot only for a job no free slot (starting or waiting) will take
+            if len(self._threads) < self.workers and self._queue.qsize() > self._free:
+                self._add_slot(prestart=False)
         return future
+
+    def warm(self, slots: int = 1) -> None:
+        """Start up to `slots` workers now, in the background, before any job needs them:
+        a caller about to wait for something else (a reference solution's runs) overlaps
+        the workers' start-up with it. A worker that fails to start here is started again
+        for the first job, which then reports why."""
+        with self._lock:
+            if self._closed:
+                return
+            while len(self._threads) < min(slots, self.workers):
+                self._add_slot(prestart=True)
+
+    def _hold(self, holding: bool) -> bool:
+        """A slot takes its first job (True) or has none left (False); whether it is free."""
+        with self._lock:
+            self._free += -1 if holding else 1
+        return not holding
+
+    def _add_slot(self, prestart: bool) -> None:
+        """(Under the lock.) One more slot and the thread that feeds it."""
+        self._free += 1
+        thread = threading.Thread(
+            target=self._serve, args=(len(self._threads), prestart), daemon=True,
+            name=f"coral-sandbox-{len(self._threads)}",
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def run(self, job: Job) -> ExecutionResult:
         return self.submit(job).result()
 
-    def _serve(self, index: int) -> None:
+    def _serve(self, index: int, prestart: bool = False) -> None:
         """Feed one slot, keeping PIPELINE jobs in flight so the worker never waits for us.
 
         A job whose worker dies or stops answering is run once more on a fresh worker (the
@@ -361,12 +385,20 @@ class Sandbox:
         flight: deque[_InFlight] = deque()
         stopping = False
         try:
+            if prestart:
+                try:
+                    slot.start()
+                except Exception:  # noqa: B902 - the first job starts it again and says why
+                    _stop_quietly(slot)
+            free = True  # counted in self._free: this slot holds no job
             while True:
                 while len(flight) < PIPELINE and not stopping:
                     try:
                         item = self._queue.get_nowait() if flight else self._queue.get()
                     except queue.Empty:
                         break
+                    if free:
+                        free = self._hold(True)
                     if item is None:
                         stopping = True
                         break
@@ -376,6 +408,8 @@ class Sandbox:
                 if not flight:
                     if stopping:
                         return
+                    if not free:
+                        free = self._hold(False)
                     continue
                 current = flight.popleft()
                 try:
