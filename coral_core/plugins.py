@@ -197,6 +197,8 @@ def _source(entry_point: metadata.EntryPoint) -> str:
 
 def _warn_unmatched(blocked: set[str]) -> None:
     """A CORAL_DISABLE_PLUGINS name that names no plugin blocks nothing: say so."""
+    if not blocked - set(BUILTIN_PLUGINS):  # no need to read every installed package
+        return
     known = set(BUILTIN_PLUGINS) | {ep.name for ep in metadata.entry_points(group="coral")}
     for name in sorted(blocked - known):
         log.warning("CORAL_DISABLE_PLUGINS names '%s', which matches no plugin%s; it blocks "
