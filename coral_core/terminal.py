@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
@@ -23,8 +24,21 @@ stderr = Console(stderr=True, soft_wrap=True)
 _document: io.TextIOBase | None = None  # the real stdout, once reserved for the document
 
 
+def _literal(obj: Any) -> None:
+    """Help text is shown as written: typer reads it as rich markup, where a TOML table
+    name (`[tool.coral.mutation]`, `[dataset.options]`) is a tag and vanishes."""
+    if getattr(obj, "coral_literal", False):
+        return
+    for name in ("help", "short_help"):
+        text = getattr(obj, name, None)
+        if isinstance(text, str):
+            setattr(obj, name, escape(text))
+    obj.coral_literal = True
+
+
 def _tidy(params: list[Any]) -> list[Any]:
     for param in params:
+        _literal(param)
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""  # a flag takes no value: show none
         elif isinstance(param, TyperArgument) and param.metavar is None:
@@ -34,6 +48,7 @@ def _tidy(params: list[Any]) -> list[Any]:
 
 class CoralCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
+        _literal(self)
         return _tidy(super().get_params(ctx))
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
@@ -43,6 +58,8 @@ class CoralCommand(TyperCommand):
 
 class CoralGroup(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
+        for command in (self, *self.commands.values()):  # its list shows theirs
+            _literal(command)
         return _tidy(super().get_params(ctx))
 
 

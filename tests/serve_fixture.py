@@ -13,7 +13,6 @@ import shutil
 import socket
 import subprocess  # nosec B404 - starts a local test server with a fixed argument list
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tiny_model import build_tiny_model
+from tiny_model import shared_tiny_model
 
 
 @dataclass(frozen=True)
@@ -90,28 +89,19 @@ def serve_model(model_dir: Path, log_path: Path, startup_timeout: float = 120.0
             process.wait(10)
 
 
-def cached_tiny_model(cache_dir: Path) -> Path:
-    """The tiny chat model, built once and kept in pytest's cache across sessions.
-
-    Built in a scratch folder and renamed into place, so an interrupted build never
-    leaves a half-written model that later sessions would reuse.
-    """
-    target = cache_dir / "tiny-chat-model"
-    if not (target / "coral_tiny_model.json").exists():
-        scratch = Path(tempfile.mkdtemp(dir=cache_dir))
-        build_tiny_model(scratch / "model", chat_template=True)
-        shutil.rmtree(target, ignore_errors=True)
-        (scratch / "model").rename(target)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+@pytest.fixture(scope="session")
+def tiny_models(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Path:
+    """Where the tiny models are built once (tiny_model.shared_tiny_model): pytest's cache,
+    or a temporary folder under -p no:cacheprovider."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir("coral-tiny-models")) if cache else tmp_path_factory.mktemp("tiny")
 
 
 @pytest.fixture(scope="session")
-def served_tiny_model(request: pytest.FixtureRequest,
+def served_tiny_model(tiny_models: Path,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedModel]:
-    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
-    cache_dir = Path(cache.mkdir("coral-serve")) if cache else tmp_path_factory.mktemp("model")
-    model_dir = cached_tiny_model(cache_dir)
+    model_dir = shared_tiny_model(tiny_models, chat_template=True)
     log_path = tmp_path_factory.mktemp("serve") / "transformers-serve.log"
     with serve_model(model_dir, log_path) as served:
         yield served

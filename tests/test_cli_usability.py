@@ -50,6 +50,14 @@ def test_help_shows_no_bool_types_no_braces_and_helps_every_option(command, env)
         assert len(row.split()) >= 2, row
 
 
+def test_help_shows_toml_table_names_as_written(env):
+    """Typer reads help as rich markup, where `[dataset.options]` is a tag: it vanished."""
+    evaluate = " ".join(run_coral("evaluate", "--help", env=env).stdout.split())
+    assert "(config: [dataset.options] path)" in evaluate.replace("│", "").replace("  ", " ")
+    mutation = " ".join(run_coral("mutation", "run", "--help", env=env).stdout.split())
+    assert "pyproject.toml's [tool.coral.mutation]" in mutation
+
+
 def test_defaults_are_shown(env):
     assert "[default: jsonl]" in run_coral("export", "--help", env=env).stdout
     text = " ".join(run_coral("run", "--help", env=env).stdout.split())

@@ -15,7 +15,7 @@ pytest.importorskip("optuna")
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from tiny_model import build_tiny_model  # noqa: E402
+from tiny_model import shared_tiny_model  # noqa: E402
 
 TOML = """[dataset]
 problems = ["sieve", "wrap"]
@@ -43,8 +43,8 @@ MODULES = '["q_proj", "v_proj"]'
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("hf") / "tiny")
+def tiny(tiny_models) -> Path:
+    return shared_tiny_model(tiny_models)
 
 
 @pytest.fixture(scope="module")

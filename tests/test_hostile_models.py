@@ -27,7 +27,7 @@ pytest.importorskip("peft")
 
 from coral_plugins.models.hf.model import HFModel  # noqa: E402
 from coral_plugins.models.hf.prompts import TemplateLimits, chat_template_of  # noqa: E402
-from tiny_model import build_tiny_model  # noqa: E402
+from tiny_model import shared_tiny_model  # noqa: E402
 
 
 class _Evil:
@@ -38,8 +38,8 @@ class _Evil:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("hostile") / "tiny", chat_template=True)
+def tiny(tiny_models) -> Path:
+    return shared_tiny_model(tiny_models, chat_template=True)
 
 
 def _edit_json(path: Path, **changes) -> None:

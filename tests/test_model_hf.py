@@ -31,7 +31,7 @@ from coral_plugins.models.hf.adapters import (  # noqa: E402
     TrainingSettings, plan_training, tokenize_example, train_adapter,
 )
 
-from tiny_model import CHAT_TEMPLATE, build_tiny_model  # noqa: E402
+from tiny_model import CHAT_TEMPLATE, shared_tiny_model  # noqa: E402
 
 TEXT = "def gcd(a, b):\n    if b == 0:\n        return a\n"
 PROMPT = Prompt(instruction=TEXT)
@@ -62,8 +62,8 @@ def texts(generations) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("hf") / "tiny")
+def tiny(tiny_models) -> Path:
+    return shared_tiny_model(tiny_models)
 
 
 @pytest.fixture(scope="session")

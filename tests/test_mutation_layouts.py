@@ -292,3 +292,93 @@ def test_forgetting_a_project_drops_its_namespace_packages(tmp_path, monkeypatch
     forget(str(tmp_path))
     assert "coral_ns_probe" not in sys.modules and "coral_ns_probe.mod" not in sys.modules
     assert "pytest" in sys.modules  # nothing outside the project
+
+
+WORDS = {
+    "src/words/__init__.py": "",
+    "src/words/core.py": 'def pick(x):\n    return "a" if x == "a" else "b"\n',
+    "tests/test_core.py": ("from words.core import pick\n\n\ndef test_pick():\n"
+                           '    assert pick("a") == "a" and pick("c") == "b"\n'),
+    "pytest.ini": "[pytest]\nfilterwarnings = error\n",
+}
+COSMIC_RAY_IN_PLACE = """
+import sys
+from pathlib import Path
+from cosmic_ray.mutating import mutate_and_test
+from cosmic_ray.work_item import MutationSpec
+spec = MutationSpec(Path("src/words/core.py"), sys.argv[1], 0, (2, 0), (2, 1))
+result = mutate_and_test([spec], sys.executable + " -m pytest -x -q -p no:cacheprovider tests",
+                         60)
+print(result.test_outcome.value)
+"""
+
+
+@pytest.mark.parametrize("operator", ["core/ReplaceComparisonOperator_Eq_Is",
+                                      "core/ReplaceComparisonOperator_Eq_NotEq"])
+def test_the_exact_path_tests_the_mutant_where_an_absolute_path_leads(tmp_path, operator):
+    """The exact path runs pytest in a copy of the project; an absolute PYTHONPATH entry into
+    the project led it back to the unmutated original, so a mutant that `filterwarnings =
+    error` turns into a collection error survived (10 of humanize's 811 mutants), where
+    cosmic-ray, which writes the mutant in place, kills it."""
+    verdicts = {}
+    for who in ("coral", "cosmic-ray"):
+        root = tmp_path / who
+        for name, text in WORDS.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        env = dict(os.environ, PYTHONPATH=str(root / "src"))  # absolute
+        if who == "cosmic-ray":
+            done = subprocess.run([sys.executable, "-c", COSMIC_RAY_IN_PLACE, operator],
+                                  cwd=root, capture_output=True, text=True, env=env,
+                                  timeout=300)
+            assert done.returncode == 0, done.stderr
+            verdicts[who] = done.stdout.split()[-1]
+            continue
+        done = subprocess.run(CORAL + ["mutation", "run", "--module", "src/words/core.py",
+                                       "--tests", "tests", "--operator", operator,
+                                       "--workers", "1", "--json"],
+                              cwd=root, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        rows = [row for row in json.loads(done.stdout)["mutants"]
+                if row["operator"] == operator and row["occurrence"] == 0]
+        verdicts[who] = rows[0]["verdict"]
+    assert verdicts["coral"] == verdicts["cosmic-ray"]
+    assert verdicts["coral"] == "killed"  # "is" with a literal: an error; "!=": a failure
+
+
+def test_imports_found_in_the_project_by_any_finder_come_from_the_copy(tmp_path, monkeypatch):
+    """An editable install's finder maps a package to its absolute folder in the project:
+    in the exact path's pytest the same file in the copy is loaded instead."""
+    import importlib.util
+
+    from coral_plugins.evaluators.mutation.exact import IntoCopy, in_copy
+
+    project, copy = tmp_path / "project", tmp_path / "copy"
+    for root, value in ((project, 1), (copy, 2)):
+        (root / "src" / "edpkg").mkdir(parents=True)
+        (root / "src" / "edpkg" / "__init__.py").write_text(f"VALUE = {value}\n")
+        (root / "src" / "edpkg" / "part.py").write_text(f"PART = {value}\n")
+
+    class Editable:  # as setuptools' __editable___*_finder maps a name to its folder
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == "edpkg":
+                init = project / "src" / "edpkg" / "__init__.py"
+                return importlib.util.spec_from_file_location(
+                    fullname, init, submodule_search_locations=[str(init.parent)])
+            return None
+
+    real = os.path.realpath(project)
+    monkeypatch.setattr(sys, "meta_path", [IntoCopy(real, str(copy)), Editable(),
+                                           *sys.meta_path])
+    for name in ("edpkg", "edpkg.part"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import edpkg
+    import edpkg.part
+
+    assert (edpkg.VALUE, edpkg.part.PART) == (2, 2)
+    assert edpkg.__file__ == str(copy / "src" / "edpkg" / "__init__.py")
+    assert in_copy(str(project / "src"), real, str(copy)) == str(copy / "src")
+    assert in_copy("/elsewhere", real, str(copy)) == "/elsewhere"
+    assert in_copy("", real, str(copy)) == ""
+    for name in ("edpkg", "edpkg.part"):
+        sys.modules.pop(name, None)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import coral_env, run_coral
-from plugin_kit import echo_model_distribution, flaky_distribution
+from plugin_kit import EXAMPLES, echo_model_distribution, flaky_distribution
 
 CONFIG = '[evaluators]\nuse = ["tests", "flaky"]\ngate = ""\nweights = {}\n'
 
@@ -39,9 +39,11 @@ def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
     failed = [r for r in rows if r["verdict"] == "error"]
     assert failed and len(failed) == summary["errors"] == sum(p["errors"]
                                                               for p in summary["problems"])
+    source = (EXAMPLES / "coral_flaky.py").read_text().splitlines()
+    line = next(n for n, text in enumerate(source, 1) if "raise ValueError" in text)
     for row in failed:
         assert "# variant 3" in row["candidate"]
-        assert row["error"].endswith("coral_flaky.py:14: ValueError: cannot score variant 3")
+        assert row["error"].endswith(f"coral_flaky.py:{line}: ValueError: cannot score variant 3")
         assert row["objectives"] == {"bugfix": 0.0, "steady": 0.0} and row["fitness"] == 0.0
     assert all(r["error"] is None for r in rows if r["verdict"] != "error")
     # the record hook raised for every sample 1 (8 problems): counted, one warning

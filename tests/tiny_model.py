@@ -7,9 +7,13 @@ to it. Used by the model tests, the `transformers serve` fixture and benchmarks/
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
+import shutil
 import sysconfig
+import tempfile
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -104,3 +108,24 @@ def build_tiny_fim_model(directory: str | os.PathLike[str], sentinels: tuple[str
     model.save_pretrained(directory, safe_serialization=True)
     (directory / "coral_tiny_fim.json").write_text(json.dumps({"sentinels": sentinels}))
     return directory
+
+
+def shared_tiny_model(cache_dir: str | os.PathLike[str], chat_template: bool = False) -> Path:
+    """The tiny model (with or without its chat template), built once for every test that
+    needs it and kept in `cache_dir` (pytest's cache) across sessions; its folder name holds
+    a digest of this file, so a change here builds it afresh. Test processes running in
+    parallel wait for one build (a lock file); a build is renamed into place whole, so an
+    interrupted one is never reused. Tests must not change it: copy it to change it."""
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    root = Path(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / f"tiny-{'chat' if chat_template else 'base'}-{digest}"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "coral_tiny_model.json").exists():
+            scratch = Path(tempfile.mkdtemp(dir=root))
+            build_tiny_model(scratch / "model", chat_template=chat_template)
+            shutil.rmtree(target, ignore_errors=True)
+            (scratch / "model").rename(target)
+            shutil.rmtree(scratch, ignore_errors=True)
+    return target

@@ -69,3 +69,42 @@ def restore(module_file: str, original: bytes) -> None:
     with open(module_file, "wb") as handle:
         handle.write(original)
     forget_bytecode(module_file)
+
+
+def in_copy(path: str, project: str, copy: str) -> str:
+    """`path` inside the copy where it lies inside the project (`project` is a real path),
+    else as it is."""
+    real = os.path.realpath(path) if path else path
+    if real and (real == project or real.startswith(project + os.sep)):
+        return os.path.join(copy, os.path.relpath(real, project))
+    return path
+
+
+class IntoCopy:
+    """A meta path finder for the exact path's pytest: a module that some other finder would
+    load from the project (an absolute PYTHONPATH entry, a .pth file, an editable install's
+    finder) is loaded from the same place in the copy, where the mutant was written, as it
+    would be from the project itself in cosmic-ray's run, which writes the mutant in place."""
+
+    def __init__(self, project: str, copy: str):
+        self.project, self.copy = project, copy
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.util
+        import sys
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            origin = spec.origin if spec.has_location else None
+            moved = in_copy(origin, self.project, self.copy) if origin else origin
+            if not origin or moved == origin or not os.path.exists(moved):
+                return spec
+            locations = spec.submodule_search_locations
+            return importlib.util.spec_from_file_location(
+                fullname, moved, submodule_search_locations=None if locations is None else
+                [in_copy(p, self.project, self.copy) for p in locations])
+        return None

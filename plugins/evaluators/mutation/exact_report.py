@@ -17,6 +17,17 @@ if _FD >= 0:
         _FD = -1
 
 
+_COPY = os.environ.pop("CORAL_MUTATION_COPY", "")
+if _COPY:  # imports of the project's code come from the copy, whichever way they are found
+    import sys
+
+    from coral_plugins.evaluators.mutation.exact import IntoCopy, in_copy
+
+    _PROJECT, _WHERE = json.loads(_COPY)
+    sys.path[:] = [in_copy(entry, _PROJECT, _WHERE) for entry in sys.path]
+    sys.meta_path.insert(0, IntoCopy(_PROJECT, _WHERE))
+
+
 def _send(message: dict) -> None:
     if _FD < 0 or os.getpid() != _PID:  # a process forked by a test does not speak for it
         return

@@ -283,7 +283,12 @@ class Worker(_Phases):
         def run(write: int) -> int:
             os.chdir(copy)
             os.set_inheritable(write, True)
-            env = dict(self.environ, CORAL_MUTATION_EVENTS_FD=str(write), PWD=copy)
+            env = dict(self.environ, CORAL_MUTATION_EVENTS_FD=str(write), PWD=copy,
+                       CORAL_MUTATION_COPY=json.dumps([self.project, copy]))
+            if env.get("PYTHONPATH"):  # an entry into the project: the same one in the copy
+                env["PYTHONPATH"] = os.pathsep.join(
+                    exact.in_copy(entry, self.project, copy)
+                    for entry in env["PYTHONPATH"].split(os.pathsep))
             os.execve(sys.executable, argv, env)
             return 3  # not reached
 
