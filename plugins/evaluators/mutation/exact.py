@@ -104,7 +104,8 @@ class IntoCopy:
             if not origin or moved == origin or not os.path.exists(moved):
                 return spec
             locations = spec.submodule_search_locations
-            return importlib.util.spec_from_file_location(
+            there = importlib.util.spec_from_file_location(
                 fullname, moved, submodule_search_locations=None if locations is None else
                 [in_copy(p, self.project, self.copy) for p in locations])
+            return there or spec  # no loader for that kind of file: as it was found
         return None
