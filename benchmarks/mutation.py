@@ -273,10 +273,10 @@ def main() -> None:
               f"{times['cosmic-ray'] / max(1, len(theirs)):.3f} |")
         print(f"| coral mutation run ({options.workers} workers) | {len(ours)} | "
               f"{times['coral']:.1f} | {times['coral'] / max(1, len(ours)):.3f} |")
-        if options.mutmut:
-            print(mutmut_row(Path(tmp) / "mutmut", project, options.mutmut))
         print(f"ratio: {times['cosmic-ray'] / times['coral']:.1f}x; verdicts differing: "
-              f"{len(differ)} {differ[:5]}")
+              f"{len(differ)} {differ[:5]}", flush=True)
+        if options.mutmut:  # last: a project mutmut cannot run loses only its row
+            print(mutmut_row(Path(tmp) / "mutmut", project, options.mutmut))
 
 
 def mutmut_row(root: Path, project: Project, mutmut: str) -> str:
@@ -287,7 +287,10 @@ def mutmut_row(root: Path, project: Project, mutmut: str) -> str:
                                     f"tests_dir={','.join(project.tests)}\n")
     start = time.perf_counter()
     env = project.env(root)
-    subprocess.run([mutmut, "run"], cwd=root, check=True, capture_output=True, env=env)
+    done = subprocess.run([mutmut, "run"], cwd=root, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"| mutmut 3 run | - | - | - | failed (exit {done.returncode}): {last[0][:200]} |"
     seconds = time.perf_counter() - start
     results = subprocess.run([mutmut, "results", "--all", "true"], cwd=root, check=True,
                              capture_output=True, text=True, env=env).stdout.split()

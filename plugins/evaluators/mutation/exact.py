@@ -91,21 +91,30 @@ class IntoCopy:
 
     def find_spec(self, fullname, path=None, target=None):
         import importlib.util
-        import sys
 
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is None:
-                continue
-            origin = spec.origin if spec.has_location else None
-            moved = in_copy(origin, self.project, self.copy) if origin else origin
-            if not origin or moved == origin or not os.path.exists(moved):
-                return spec
-            locations = spec.submodule_search_locations
-            there = importlib.util.spec_from_file_location(
-                fullname, moved, submodule_search_locations=None if locations is None else
-                [in_copy(p, self.project, self.copy) for p in locations])
-            return there or spec  # no loader for that kind of file: as it was found
-        return None
+        spec = found_elsewhere(self, fullname, path, target)
+        if spec is None:
+            return None
+        origin = spec.origin if spec.has_location else None
+        moved = in_copy(origin, self.project, self.copy) if origin else origin
+        if not origin or moved == origin or not os.path.exists(moved):
+            return spec
+        locations = spec.submodule_search_locations
+        there = importlib.util.spec_from_file_location(
+            fullname, moved, submodule_search_locations=None if locations is None else
+            [in_copy(p, self.project, self.copy) for p in locations])
+        return there or spec  # no loader for that kind of file: as it was found
+
+
+def found_elsewhere(me, fullname, path=None, target=None):
+    """The spec the other meta path finders (path entries, editable installs) give, as if
+    `me` were not there: a finder that changes where or how a module loads asks them."""
+    import sys
+
+    for finder in sys.meta_path:
+        if finder is me or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None

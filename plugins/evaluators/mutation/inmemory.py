@@ -25,6 +25,8 @@ import sys
 import types
 import warnings
 
+from coral_plugins.evaluators.mutation.exact import found_elsewhere
+
 
 def _tree(code: types.CodeType) -> list[types.CodeType]:
     """The code objects nested directly in `code` (its functions, classes, lambdas)."""
@@ -134,18 +136,12 @@ class _MutantFinder(importlib.abc.MetaPathFinder):
         self.source = source
 
     def find_spec(self, fullname, path=None, target=None):
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is None:
-                continue
-            origin = spec.origin
-            if isinstance(origin, str) and os.path.realpath(origin) == self.path:
-                spec.loader = _MutantLoader(fullname, origin, self.source)
-                spec.cached = None
-            return spec
-        return None
+        spec = found_elsewhere(self, fullname, path, target)
+        if spec is not None and isinstance(spec.origin, str) \
+                and os.path.realpath(spec.origin) == self.path:
+            spec.loader = _MutantLoader(fullname, spec.origin, self.source)
+            spec.cached = None
+        return spec
 
 
 def _own(path: str, prefix: str) -> bool:
