@@ -380,5 +380,7 @@ def test_imports_found_in_the_project_by_any_finder_come_from_the_copy(tmp_path,
     assert in_copy(str(project / "src"), real, str(copy)) == str(copy / "src")
     assert in_copy("/elsewhere", real, str(copy)) == "/elsewhere"
     assert in_copy("", real, str(copy)) == ""
+    inside = project / "tmp" / "copy"  # a scratch folder inside the project: mapped once
+    assert in_copy(str(inside / "src"), real, str(inside)) == str(inside / "src")
     for name in ("edpkg", "edpkg.part"):
         sys.modules.pop(name, None)

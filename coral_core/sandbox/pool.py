@@ -289,7 +289,7 @@ class Sandbox:
         self._closed = False
         self._analyzer: Analyzer | None = None
         self._started = 0
-        self._free = 0  # slots that hold no job: starting, or waiting for one
+        self._free = 0  # slots that no queued job is matched with: warming, or waiting
 
     @property
     def workers_started(self) -> int:
@@ -338,8 +338,9 @@ class Sandbox:
             if self._closed:
                 raise RuntimeError("sandbox is closed")
             self._queue.put((job, future))
-            # a new slot only for a job no free slot (starting or waiting) will take
-            if len(self._threads) < self.workers and self._queue.qsize() > self._free:
+            if self._free:  # a slot that is warming or waiting will take it
+                self._free -= 1
+            elif len(self._threads) < self.workers:  # else a new slot, made for this job
                 self._add_slot(prestart=False)
         return future
 
@@ -354,15 +355,16 @@ class Sandbox:
             while len(self._threads) < min(slots, self.workers):
                 self._add_slot(prestart=True)
 
-    def _hold(self, holding: bool) -> bool:
-        """A slot takes its first job (True) or has none left (False); whether it is free."""
+    def _waiting(self) -> None:
+        """A slot is about to wait for a job: the next job submitted is its."""
         with self._lock:
-            self._free += -1 if holding else 1
-        return not holding
+            self._free += 1
 
     def _add_slot(self, prestart: bool) -> None:
-        """(Under the lock.) One more slot and the thread that feeds it."""
-        self._free += 1
+        """(Under the lock.) One more slot and the thread that feeds it: a warmed one is
+        free; one made for a job is that job's."""
+        if prestart:
+            self._free += 1
         thread = threading.Thread(
             target=self._serve, args=(len(self._threads), prestart), daemon=True,
             name=f"coral-sandbox-{len(self._threads)}",
@@ -390,15 +392,16 @@ class Sandbox:
                     slot.start()
                 except Exception:  # noqa: B902 - the first job starts it again and says why
                     _stop_quietly(slot)
-            free = True  # counted in self._free: this slot holds no job
+            counted = True  # at first, in self._free (warmed) or matched with its job
             while True:
                 while len(flight) < PIPELINE and not stopping:
+                    if not flight and not counted:
+                        self._waiting()
+                    counted = False
                     try:
                         item = self._queue.get_nowait() if flight else self._queue.get()
                     except queue.Empty:
                         break
-                    if free:
-                        free = self._hold(True)
                     if item is None:
                         stopping = True
                         break
@@ -408,8 +411,6 @@ class Sandbox:
                 if not flight:
                     if stopping:
                         return
-                    if not free:
-                        free = self._hold(False)
                     continue
                 current = flight.popleft()
                 try:

@@ -75,7 +75,10 @@ def in_copy(path: str, project: str, copy: str) -> str:
     """`path` inside the copy where it lies inside the project (`project` is a real path),
     else as it is."""
     real = os.path.realpath(path) if path else path
-    if real and (real == project or real.startswith(project + os.sep)):
+    here = os.path.realpath(copy)
+    if not real or real == here or real.startswith(here + os.sep):
+        return path  # already in the copy (which may lie inside the project)
+    if real == project or real.startswith(project + os.sep):
         return os.path.join(copy, os.path.relpath(real, project))
     return path
 
