@@ -167,6 +167,7 @@ class Project:
     tests: tuple[str, ...]
     mutmut_paths: str
     pythonpath: tuple[str, ...] = ()
+    mutmut_copy: tuple[str, ...] = ()
 
     def env(self, root: Path) -> dict[str, str]:
         """The environment every tool runs the tests in (the library's own path entries are
@@ -199,7 +200,7 @@ def library(name: str, work: Path) -> Project:
         shutil.copytree(work / chosen.folder, root)
 
     return Project(make, chosen.module, chosen.tests, chosen.package,
-                   (str(work / "deps"), *chosen.pythonpath))
+                   (str(work / "deps"), *chosen.pythonpath), chosen.mutmut_copy)
 
 
 def verdicts(path: Path) -> dict:
@@ -283,8 +284,10 @@ def mutmut_row(root: Path, project: Project, mutmut: str) -> str:
     """mutmut 3 on the same module and tests: its own operators, so counts, not verdicts,
     compare (killed includes its timeouts, as cosmic-ray's)."""
     project.make(root)
+    copy = "".join(f"\n    {path}" for path in project.mutmut_copy)
     (root / "setup.cfg").write_text(f"[mutmut]\npaths_to_mutate={project.mutmut_paths}\n"
-                                    f"tests_dir={','.join(project.tests)}\n")
+                                    f"tests_dir={','.join(project.tests)}\n"
+                                    + (f"also_copy ={copy}\n" if copy else ""))
     start = time.perf_counter()
     env = project.env(root)
     done = subprocess.run([mutmut, "run"], cwd=root, capture_output=True, text=True, env=env)

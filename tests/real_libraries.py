@@ -23,6 +23,7 @@ class Library:
     tests: tuple[str, ...]
     pythonpath: tuple[str, ...]  # besides DEPS
     sample: float  # the share of mutants the parity test runs
+    mutmut_copy: tuple[str, ...] = ()  # what mutmut 3 must copy beside its mutants (also_copy)
 
     @property
     def package(self) -> str:
@@ -32,7 +33,8 @@ class Library:
 
 LIBRARIES = {library.requirement.split("==")[0]: library for library in [
     Library("python-slugify==9.2.0", "python_slugify-9.2.0", "slugify/slugify.py",
-            ("tests",), (".",), 0.05),
+            ("tests",), (".",), 0.05,
+            ("tools/", "README.md", "docs/", "CHANGELOG.md", "setup.py")),  # tests read them
     Library("semver==3.1.2", "semver-3.1.2", "src/semver/version.py", ("tests",), (), 0.05),
     Library("humanize==4.17.0", "humanize-4.17.0", "src/humanize/number.py",
             ("tests/test_number.py",), ("src",), 0.05),

@@ -28,7 +28,8 @@ def refused(tmp_path, text):
 
 def test_search_defaults():
     assert configuration.merge()["search"] == {
-        "strategy": "single", "rank_by": "fitness", "space": {}, "budget": 0, "options": {}}
+        "strategy": "single", "rank_by": "fitness", "space": {}, "budget": 0, "options": {},
+        "pinned": []}
 
 
 def test_space_is_normalised_to_dotted_keys(tmp_path):

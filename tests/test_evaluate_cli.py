@@ -118,6 +118,9 @@ def test_an_evaluator_that_raises_costs_only_its_own_objectives(tmp_path, data_d
     assert human.returncode == 0 and "PASSED" in human.stdout and "gcd[0]" in human.stdout
     assert "bugfix 1.000" in human.stdout and "coral_flaky.py:" in human.stdout
     assert "Traceback" not in human.stderr
+    verbose = run_coral("-v", *args, env=env)  # docs/plugins.md: the traceback with -v
+    assert verbose.returncode == 0 and "Traceback" in verbose.stderr
+    assert "coral_flaky.py" in verbose.stderr.split("Traceback", 1)[1]
 
 
 def test_evaluate_shows_a_test_files_own_tests(tmp_path, data_dir):

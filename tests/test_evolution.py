@@ -108,7 +108,8 @@ def test_a_run_has_a_readable_front_plots_and_ledger(reference):
     assert ledger["measured"] and ledger["search"]["samples"] == len(summary["trials"]) * 3 * 2
     assert ledger["search"]["evaluation_seconds"] > 0
     text = report_text(search)
-    assert f"Pareto front: {len(front)} genomes" in text and "hypervolume" in text
+    counted = "1 genome" if len(front) == 1 else f"{len(front)} genomes"
+    assert f"Pareto front: {counted}" in text and "hypervolume" in text
     front_grid, generations_grid = report_grids(search)[:2]  # tables, drawn on a terminal
     assert len(front_grid.rows) == len(front) and len(generations_grid.rows) == 3
     # the front names each knob as the trials table does (one name for one setting)

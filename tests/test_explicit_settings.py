@@ -53,6 +53,36 @@ def test_a_file_can_turn_the_presets_search_off(tmp_path, text):
     assert resolved.notes
 
 
+def test_a_files_own_space_replaces_the_presets(tmp_path):
+    text = '[search]\nstrategy = "grid"\n[search.space]\n"model.top_p" = [0.5, 0.9]\n'
+    resolved = _resolved(tmp_path, text)  # fim's preset varies temperature x max_new_tokens
+    assert resolved.config["search"]["space"] == {"model.top_p": [0.5, 0.9]}
+    assert any("search space is replaced" in n for n in resolved.notes)
+
+
+def test_a_strategy_with_its_own_dimensions_keeps_the_keys_set(tmp_path):
+    resolved = _resolved(tmp_path, "[model]\ntop_p = 0.9\n", plugin="evolution",
+                         temperature=0.2)
+    assert resolved.config["search"]["pinned"] == ["model.temperature", "model.top_p"]
+    assert _resolved(tmp_path, plugin="evolution").config["search"]["pinned"] == []
+    assert "pinned" not in _resolved(tmp_path, plugin="quixbugs").config["search"] or \
+        _resolved(tmp_path, plugin="quixbugs").config["search"]["pinned"] == []
+
+
+def test_evolution_does_not_vary_a_key_the_user_set(tmp_path, data_dir):
+    out = tmp_path / "run"
+    result = run_coral("run", "--plugin", "evolution", "--temperature", "0.2", "--limit", "1",
+                       "--samples", "1", "--population", "2", "--generations", "1",
+                       "--out", str(out), "--json", env=coral_env(data_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("model.temperature is set explicitly") == 1
+    import json
+
+    trials = json.loads(result.stdout)["trials"]
+    assert len(trials) == 2
+    assert {t["overrides"]["model.temperature"] for t in trials} == {0.2}
+
+
 def test_a_flag_beats_the_files_own_grid_too(tmp_path):
     text = '[search]\nstrategy = "grid"\n[search.space]\n"model.temperature" = [0.2, 0.4]\n' \
            '"model.top_p" = [0.9, 0.95]\n'

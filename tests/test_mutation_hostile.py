@@ -111,6 +111,23 @@ def test_add():
     process.join()
     assert process.exitcode == 0
 ''',
+    "grandchild": '''
+def test_add():  # Python starting Python: both followed, both import the mutant
+    inner = "import calc; print(calc.add(2, 2))"
+    outer = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {inner!r}])"
+    out = subprocess.run([sys.executable, "-c", outer], capture_output=True, text=True,
+                         cwd=os.path.dirname(calc.__file__))
+    assert out.stdout.strip() == "4"
+''',
+    "at_collection": '''
+PRINTED = subprocess.run([sys.executable, "-c", "import calc; print(calc.add(2, 2))"],
+                         capture_output=True, text=True,
+                         cwd=os.path.dirname(calc.__file__)).stdout  # at import: every test
+
+
+def test_add():
+    assert PRINTED.strip() == "4"
+''',
     "fixture": '''
 @pytest.fixture(scope="module")
 def printed():
@@ -120,6 +137,26 @@ def printed():
 
 def test_add(printed):
     assert printed.strip() == "4"
+''',
+    "reads_in_a_subprocess": '''
+def test_add():  # a followed process that reads the file: not followed after all
+    code = "import calc; ns = {}; exec(open(calc.__file__).read(), ns); print(ns['add'](2, 2))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(calc.__file__))
+    assert out.stdout.strip() == "4"
+''',
+    "python_without_env": '''
+def test_add():  # -E: no PYTHONPATH, so no probe: a process it cannot follow
+    out = subprocess.run([sys.executable, "-E", "-c", "import calc; print(calc.add(2, 2))"],
+                         capture_output=True, text=True, cwd=os.path.dirname(calc.__file__))
+    assert out.stdout.strip() == "4"
+''',
+    "through_a_shell": '''
+def test_add():  # a shell between: a program the probe cannot follow
+    out = subprocess.run(f"{sys.executable} -c 'import calc; print(calc.add(2, 2))'",
+                         shell=True, capture_output=True, text=True,
+                         cwd=os.path.dirname(calc.__file__))
+    assert out.stdout.strip() == "4"
 ''',
     "only_under_a_mutant": '''
 def test_add():  # the disk is seen only when a mutant changes add: the mutant's own run
@@ -174,24 +211,39 @@ def test_tests_that_see_the_file_get_cosmic_rays_kills(tmp_path, kind):
     assert verdicts(ours / "s.sqlite") == expected
     killed = sum(1 for verdict in expected.values() if verdict == "killed")
     assert summary["counts"]["killed"] == killed >= 18  # of 22: add(2, 2) hides * and **
-    assert summary["exact"] >= 11  # every mutant of add
-    assert any("test_calc.py::test_add" in why for why in summary["exact_reasons"])
-    assert {row["mode"] for row in summary["mutants"]} >= {"exact", "swap"}
+    if kind == "subprocess":  # a Python process, followed: it imports the mutant
+        assert summary["exact"] == 0
+        assert summary["followed_tests"] == ["test_calc.py::test_add"]
+    else:
+        assert summary["exact"] >= 11  # every mutant of add
+        assert any("test_calc.py::test_add" in why for why in summary["exact_reasons"])
+        assert {row["mode"] for row in summary["mutants"]} >= {"exact", "swap"}
     assert (ours / "calc.py").read_text() == ARITH  # the user's file is never written
 
 
+FOLLOWED = {"only_under_a_mutant", "grandchild"}  # Python processes the probe follows
+
+
 @pytest.mark.parametrize("kind", ["python_m", "runpy", "getsource", "other_name_at_collection",
-                                  "spawn", "fixture", "only_under_a_mutant"])
+                                  "spawn", "fixture", "at_collection", "only_under_a_mutant",
+                                  "grandchild",
+                                  "reads_in_a_subprocess", "python_without_env",
+                                  "through_a_shell"])
 def test_every_way_of_seeing_the_file_is_caught(tmp_path, kind, benign):
-    """More ways to see the file (python -m, runpy, inspect.getsource, an import under
-    another name at collection, multiprocessing's spawn, a fixture, a subprocess started only
-    when a mutant changes the result): each gets the verdicts of the same assertion made in
-    process, and the terminal says how many mutants took the exact path."""
+    """More ways to see the file (python -m with a PYTHONPATH of its own, runpy,
+    inspect.getsource, an import under another name at collection, multiprocessing's spawn,
+    a fixture, a subprocess started only when a mutant changes the result, a process that
+    reads the file, `python -E`, a shell): each gets the verdicts of the same assertion made
+    in process. Python processes that the probe follows import the mutant (no exact run);
+    every other way takes the exact path, and the terminal says how many mutants did."""
     root = project(tmp_path, ARITH, HEAD + SEEING[kind])
     done = run_coral(root)
     assert done.returncode == 0, done.stderr
     assert verdicts(root / "s.sqlite") == benign
-    assert "mutants ran the exact way" in done.stdout, done.stdout
+    if kind in FOLLOWED:
+        assert "mutants ran the exact way" not in done.stdout, done.stdout
+    else:
+        assert "mutants ran the exact way" in done.stdout, done.stdout
 
 
 def _alive(pid: int) -> str | None:

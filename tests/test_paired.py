@@ -71,6 +71,7 @@ def test_ties_are_skipped_to_the_first_trial_that_differs():
     assert "every other trial scores the same" in verdict_text({**best, "runner_up": alone})
     assert "every other finished trial scores the same" in verdict_text(
         {**best, "runner_up": alone}, partial=True)
+    assert verdict_text(best, partial=True).startswith("best finished trial 2 vs runner-up")
     assert runner_up_comparison(ranked[:1], "em", seed=0) is None
     assert verdict_text({"trial": 2, "rank_by": "em", "runner_up": None}) == ""
 

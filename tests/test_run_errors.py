@@ -43,7 +43,8 @@ def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
     line = next(n for n, text in enumerate(source, 1) if "raise ValueError" in text)
     for row in failed:
         assert "# variant 3" in row["candidate"]
-        assert row["error"].endswith(f"coral_flaky.py:{line}: ValueError: cannot score variant 3")
+        assert row["error"].endswith(f"coral_flaky.py:{line}: ValueError: cannot score "
+                                     f"variant 3 of {row['task']}")
         assert row["objectives"] == {"bugfix": 0.0, "steady": 0.0} and row["fitness"] == 0.0
     assert all(r["error"] is None for r in rows if r["verdict"] != "error")
     # the record hook raised for every sample 1 (8 problems): counted, one warning
@@ -51,9 +52,22 @@ def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
     warnings = [line for line in result.stderr.splitlines() if "coral_record_written" in line]
     assert len(warnings) == 1 and "RuntimeError: the dashboard is down" in warnings[0]
     assert "scoring sample" in result.stderr and "Traceback" not in result.stderr
+    kinds = {row["error"] for row in failed}  # one message per problem
+    assert result.stderr.count("recorded as an error (objectives 0)") == min(3, len(kinds))
 
     table = run_coral("report", str(setting["root"] / "goes-on"), env=setting["env"])
     assert "errors" in table.stdout and "8 lifecycle hook calls raised" in table.stdout
+
+
+def test_more_kinds_of_error_than_are_shown_are_not_dropped_in_silence(setting):
+    result = _run(setting, "many", "--samples", "12", "--json")
+    assert result.returncode == 0, result.stderr
+    export = run_coral("export", str(setting["root"] / "many"), env=setting["env"])
+    kinds = {row["error"] for row in map(json.loads, export.stdout.splitlines())
+             if row["verdict"] == "error"}  # one message per problem
+    assert len(kinds) > 3
+    assert result.stderr.count("recorded as an error (objectives 0)") == 3
+    assert result.stderr.count("more scoring errors than the 3 shown") == 1
 
 
 def test_fail_fast_stops_at_the_first_error_with_one_line(setting):

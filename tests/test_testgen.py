@@ -97,6 +97,7 @@ def test_a_suite_that_fails_on_the_correct_program_reveals_nothing(scoring):
     assert wrong.objectives["tests_pass"] == 0.5
     assert wrong.objectives["bug_revealed"] == 0.0  # its failure is not evidence of the bug
     assert wrong.details["failing_on_correct"][0][0] == "test_wrong"
+    assert wrong.details["revealed_by"] is None  # not "test_wrong", which fails on both
     assert wrong.objectives["mutation_score"] > 0  # from test_right, the test that passes
 
 

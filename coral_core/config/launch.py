@@ -32,6 +32,9 @@ PLACES: dict[str, tuple[str, ...]] = {
 }
 # Flags that may relocate a resumed run: they change where things are, not what is computed.
 RELOCATING = ("data_dir", "base_url")
+# The built-in strategies, whose only dimensions are [search.space]'s; any other (evolution's
+# genes) gets `search.pinned`, the model keys the user set.
+SPACE_STRATEGIES = ("single", "grid", "random")
 
 
 def plugin_flags(taken: Collection[str] = ()) -> dict[str, RunFlag]:
@@ -154,11 +157,15 @@ def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[s
 def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,
                        user: Sequence[Mapping[str, Any]]) -> list[str]:
     """What a user sets explicitly beats a search that would vary it: a key a flag sets
-    leaves every space, a key the file sets leaves the preset's; a file that names another
-    strategy than the preset's, or gives an empty [search] space, drops the preset's space;
-    a grid or random search left with no dimension runs once. Returns the lines that say
-    so (a silent 16-trial grid is a large bill with a real model)."""
+    leaves every space, a key the file sets leaves the preset's; a file that gives a
+    [search] space of its own (an empty one: none) replaces the preset's, and one that names
+    another strategy drops it; a grid or random search left with no dimension runs once; a
+    strategy with dimensions of its own keeps the `model.*` keys the user set
+    (`search.pinned`). Returns the lines that say so (a silent 16-trial grid is a large bill
+    with a real model)."""
     search = merged["search"]
+    if search["strategy"] not in SPACE_STRATEGIES:  # its own dimensions: it keeps these
+        search["pinned"] = sorted({*search.get("pinned", []), *_model_keys(user)})
     if not search["space"]:
         return []
     preset_search = (preset or {}).get("search", {})
@@ -166,16 +173,16 @@ def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,
     cleared = False
     for layer in user:
         given = layer.get("search", {})
-        if "space" in given:
-            cleared = cleared or not given["space"]
+        if "space" in given:  # the user's own space: the preset's is not merged into it
+            cleared = True
             user_space = {} if not given["space"] else {**user_space, **given["space"]}
         if preset_search.get("space") and given.get(
                 "strategy", preset_search.get("strategy")) != preset_search.get("strategy"):
             cleared = True
     notes = []
     if cleared and preset_search.get("space"):
-        notes.append("the preset's search space is dropped (the configuration names its own "
-                     "strategy or an empty space)")
+        notes.append("the preset's search space is replaced by the configuration's (its own "
+                     "[search] space or strategy)")
     space = dict(user_space) if cleared else dict(search["space"])
     flags = [layer for layer in user if getattr(layer, "origin", "") == "command line"]
     for key in list(space):
@@ -189,6 +196,28 @@ def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,
         search["strategy"] = "single"
         notes.append("no search dimension is left: one configuration runs")
     return notes
+
+
+def _model_keys(user: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The `model.*` keys that a file or flag sets, `model.options` tables down to their
+    leaves (`model.options.family_weights.swap`)."""
+    def leaves(prefix: str, table: Mapping[str, Any]) -> set[str]:
+        found: set[str] = set()
+        for key, value in table.items():
+            if isinstance(value, Mapping) and value:
+                found |= leaves(f"{prefix}.{key}", value)
+            else:
+                found.add(f"{prefix}.{key}")
+        return found
+
+    keys: set[str] = set()
+    for layer in user:
+        model = layer.get("model", {})
+        keys |= {f"model.{key}" for key, value in model.items()
+                 if key not in ("spec", "options")}
+        if isinstance(model.get("options"), Mapping):
+            keys |= leaves("model.options", model["options"])
+    return keys
 
 
 def refuse_with_resume(given: Mapping[str, Any]) -> None:

@@ -210,6 +210,10 @@ SETTINGS: tuple[Setting, ...] = (
             fixed=_SEARCH),
     Setting("search", "options", "table", {},
             "Keyword arguments for the strategy's factory.", fixed=_SEARCH),
+    Setting("search", "pinned", "list[str]", [],
+            "`model.*` keys no trial varies: those a file or flag sets are added (a strategy "
+            "with dimensions of its own, such as evolution's genes, keeps them as set).",
+            fixed=_SEARCH),
     # [execution]
     Setting("execution", "executor", "str", "local",
             "`local`, or an executor plugin's (e.g. `ray`). `--executor`.",

@@ -3,11 +3,12 @@ apply.py), how it is applied
 (`swap`, `reload` or `exact`, as the mutation plugin's worker applies them), which tests
 can see it, and its timeouts.
 
-Tests that the audit hook saw reading the module's file or starting a process (`disk_tests`)
-cannot be run in memory: their coverage is unknown (a subprocess is not traced) and what
-they read is the unmutated file. Every mutant runs them the exact way (the mutant written to
-a copy of the project), after its in-memory tests, when those let it survive. When the disk
-was seen at collection or in a fixture (`all_exact`), every mutant runs the exact way.
+Tests that the audit hook saw reading the module's file or starting a process it could not
+follow (`disk_tests`; a Python process it follows is fine, see the mutation plugin's
+follow.py) cannot be run in memory: their coverage is unknown and what they read is the
+unmutated file. Every mutant runs them the exact way (the mutant written to a copy of the
+project), after its in-memory tests, when those let it survive. When the disk was seen at
+collection or in a fixture (`all_exact`), every mutant runs the exact way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import warnings
 from dataclasses import dataclass
 
 from coral_core import parsing
+from coral_core.mutation.annotations import changed_annotations
 from coral_core.mutation.apply import Mutator
 from coral_core.mutation.filters import MutantFilter
 
@@ -46,7 +48,7 @@ class Plan:
     source: str | None = None          # None: no mutation was possible (cosmic-ray's no-test)
     error: str | None = None           # cosmic-ray's mutation machinery raised: incompetent
     compiles: bool = True              # a mutant that does not compile is killed by collection
-    mode: str = "reload"               # swap | reload | exact | uncovered
+    mode: str = "reload"               # swap | reload | exact | uncovered | equivalent
     tests: list[str] | None = None     # None: every test
     timeout: float = 0.0               # wall-clock seconds
     cpu_limit: float = 0.0             # CPU seconds (relative mode; 0: none)
@@ -107,10 +109,12 @@ def make_plans(items: list, source: str, collect_lines: set[int],
                baseline: dict[str, dict], mode: str, suite_seconds: float,
                disk_tests: frozenset[str] | set[str] = frozenset(), all_exact: bool = False,
                startup: tuple[float, float] = (0.0, 0.0),
-               keep: MutantFilter | None = None) -> list[Plan]:
+               keep: MutantFilter | None = None,
+               unread: frozenset | set = frozenset()) -> list[Plan]:
     """One Plan per work item. `disk_tests`, `all_exact`: what the audit hook saw (see the
     module's docstring); `startup`: a worker's start-up (CPU seconds, seconds); `keep`: which
-    mutants to run (the others are skipped)."""
+    mutants to run (the others are skipped); `unread`: the functions (name, first line)
+    whose annotations the baseline never read (annotations.py)."""
     mutator = Mutator(source)
     bodies = function_bodies(source)
     spans = statement_lines(source)
@@ -157,6 +161,9 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         reach = rows.union(*(range(spans[r][0], spans[r][1] + 1) for r in rows if r in spans))
         inside = [b for b in bodies if all(b[0] <= row <= b[1] for row in rows)]
         if not inside or reach & collect_lines:
+            if unread and not disk_tests and _unread_only(source, plan.source, unread):
+                plan.mode, plan.tests = "equivalent", []  # survived, proven without a run
+                continue
             plan.mode, plan.tests = "reload", (memory if disk else None)
             selected = memory
         else:
@@ -181,6 +188,12 @@ def make_plans(items: list, source: str, collect_lines: set[int],
                 plan.mode, plan.tests = "exact", []
                 plan.cpu_limit, plan.timeout = plan.exact["cpu_limit"], plan.exact["timeout"]
     return plans
+
+
+def _unread_only(source: str, mutant: str, unread: frozenset | set) -> bool:
+    """The mutant changes nothing but annotations that no code read in the baseline."""
+    changed = changed_annotations(source, mutant)
+    return bool(changed) and changed <= unread
 
 
 def _stage(tests: list[str] | None, order: list[str], baseline: dict[str, dict], mode: str,

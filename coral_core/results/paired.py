@@ -96,9 +96,11 @@ def verdict_text(best: Mapping[str, Any], partial: bool = False) -> str:
             f"score{'' if len(ties) > 1 else 's'} the same on every task)") if ties else ""
     other = "other finished trial" if partial else "other trial"
     if versus.get("trial") is None:
-        return f"best trial {best['trial']}: every {other} scores the same on every task"
+        return (f"{'best finished trial' if partial else 'best trial'} {best['trial']}: every "
+                f"{other} scores the same on every task")
     low, high = versus["interval"]
-    head = (f"best trial {best['trial']} vs runner-up trial {versus['trial']}{tied}: "
+    best_of = "best finished trial" if partial else "best trial"
+    head = (f"{best_of} {best['trial']} vs runner-up trial {versus['trial']}{tied}: "
             f"{versus['difference']:+.4f} {best['rank_by']}")
     span = (f"{round(versus['level'] * 100)}% interval {low:+.4f} to {high:+.4f}, paired "
             f"bootstrap over {versus['tasks']} tasks")

@@ -66,7 +66,8 @@ def summary_grid(summary: Mapping[str, Any], every_problem: bool = False) -> Gri
     title = (f"{summary['dataset']} ({summary['split']}) - {summary['model']}, "
              f"{_samples(summary)} per problem, seed {summary['seed']}")
     if len(summary.get("trials", ())) > 1 and summary.get("best"):
-        title += f", best trial {summary['best']['trial']}"
+        title += (f", best {'finished ' * bool(summary.get('partial'))}trial "
+                  f"{summary['best']['trial']}")
     columns = [Column("problem", key=True)]
     if seen:
         columns.append(Column("seen", key=True))

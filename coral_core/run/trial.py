@@ -33,6 +33,7 @@ from coral_core.run.store import GenerationRecord, RunStore, ScoreRecord, TaskRe
 from coral_core.types import GenerationRequest, SamplingParams, ScoredCandidate, Task
 
 log = logging.getLogger(__name__)
+SHOWN_ERRORS = 3  # distinct scoring errors a trial says one by one; then one line for more
 
 
 class Progress(Protocol):
@@ -148,7 +149,8 @@ class TrialRun:
         self.fail_fast = plan.config["run"]["fail_fast"]
         self.adapter = plan.config["model"]["adapter"] or None
         self.pending: dict[Future, tuple[Task, GenerationRecord]] = {}
-        self._warned: set[str] = set()
+        self._warned: set[str] = set()  # the distinct scoring errors said one by one
+        self._said_more = False
 
     def request(self, task: Task, sample: int) -> GenerationRequest:
         params = sampling_params(self.plan.config, request_seed(self.seed, task, sample), task)
@@ -276,10 +278,14 @@ class TrialRun:
             where = f"sample {generation.sample} of '{task.id}'"
             if self.fail_fast:
                 raise UserError(f"scoring {where} raised: {error} (stopped by --fail-fast)")
-            if error not in self._warned and len(self._warned) < 3:
+            if error not in self._warned and len(self._warned) < SHOWN_ERRORS:
                 self._warned.add(error)
                 log.warning("scoring %s raised: %s; recorded as an error (objectives 0) and "
                             "the run goes on (--fail-fast stops instead)", where, error)
+            elif error not in self._warned and not self._said_more:
+                self._said_more = True
+                log.warning("more scoring errors than the %d shown: each is recorded (the "
+                            "summary counts them; 'coral export' lists them)", SHOWN_ERRORS)
         record = ScoreRecord(
             self.plan.number, task.id, generation.sample, code_digest(scored.code), scored.passed,
             dict(scored.objectives), scored.fitness, {"code": scored.code, **scored.details},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -10,6 +11,8 @@ from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.execution import ExecutionContext, code_digest
 from coral_core.protocols import Evaluator
 from coral_core.types import Candidate, ScoredCandidate, Task
+
+log = logging.getLogger(__name__)
 
 
 def failed_candidate(task: Task, error: BaseException, code: str = "",
@@ -110,6 +113,8 @@ class Scorer:
                 raise
             except PLUGIN_FAULTS as error:
                 errors[evaluator.name] = describe(error)
+                log.debug("evaluator '%s' raised on '%s'", evaluator.name, candidate.task.id,
+                          exc_info=error)  # -v: the traceback
                 objectives.update({name: 0.0 for name in evaluator.objectives})
         return self._scored(candidate, objectives, details), errors
 

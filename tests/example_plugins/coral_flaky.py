@@ -10,7 +10,7 @@ class Flaky:
 
     def evaluate(self, candidate, context):
         if "# variant 3" in candidate.code:
-            raise ValueError("cannot score variant 3")
+            raise ValueError(f"cannot score variant 3 of {candidate.task.id}")
         return Evaluation({"steady": 1.0})
 
 

@@ -22,7 +22,7 @@ import sys
 
 # Events that start a program (the program may import the module from its file).
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-                            "os.spawn", "pty.spawn", "os.startfile", "coral.fork_exec"})
+                            "os.spawn", "pty.spawn", "os.startfile", "coral.started"})
 IMPORT_FILE = "<frozen importlib._bootstrap>"
 # Standard-library helpers that start fixed system tools (ldconfig, file, uname, ifconfig),
 # which cannot import the module: a library calling them on import is not a test that sees
@@ -61,7 +61,8 @@ class Audit:
         self.fd = fd
         self.owner = os.getpid()
         self.on = False
-        self.test = ""
+        self.follow = None  # follow.Follow: the processes a test starts report (follow.py)
+        self._test = ""
         self.phase = "collect"
         self.pending: list[tuple[str, object]] = []
         self._busy = False
@@ -85,11 +86,26 @@ class Audit:
             return
         original = _posixsubprocess.fork_exec
 
-        def fork_exec(*args, **kwargs):
-            self("coral.fork_exec", (args[0] if args else "?",))
-            return original(*args, **kwargs)
+        def fork_exec(*args, **kwargs):  # subprocess's and multiprocessing's way: a pid
+            pid = original(*args, **kwargs)
+            self("coral.started", (args[0] if args else "?", pid))
+            return pid
 
         _posixsubprocess.fork_exec = fork_exec
+        subprocess = sys.modules.get("subprocess")  # it keeps its own name for it (3.11)
+        if getattr(subprocess, "_fork_exec", None) is original:
+            subprocess._fork_exec = fork_exec
+
+    @property
+    def test(self) -> str:
+        return self._test
+
+    @test.setter
+    def test(self, nodeid: str) -> None:
+        """The test that runs now; the processes it starts report as its own."""
+        self._test = nodeid
+        if self.follow is not None:
+            self.follow.set_test(nodeid)
 
     def __call__(self, event: str, args: tuple) -> None:
         if not self.on or self._busy:
@@ -106,6 +122,10 @@ class Audit:
             finally:
                 self._busy = False
         elif event in PROCESS_EVENTS:
+            if event == "subprocess.Popen" and self.follow is not None \
+                    and self.phase == "call":
+                self.write({"test": self.test, "phase": self.phase, "popen": True})
+                return  # its fork_exec (a pid to follow) or posix_spawn comes next
             self._busy = True
             try:
                 frame, own = sys._getframe(1), False
@@ -120,7 +140,12 @@ class Audit:
                     what = _words(args[1])
                 else:
                     what = _words(args[0])
-                self.report(f"started a process ({what})")
+                if event == "coral.started" and self.follow is not None \
+                        and self.phase == "call":  # a test's own body: followed
+                    self.write({"test": self.test, "phase": self.phase, "start": what,
+                                "pid": args[1]})  # judged when the run ends (follow.py)
+                else:
+                    self.report(f"started a process ({what})")
             finally:
                 self._busy = False
 
@@ -165,9 +190,11 @@ class Audit:
         if spec is not None and self.phase == "collect" and os.getpid() == self.owner:
             self.pending.append((why, spec))  # perhaps the module's own import: judge()
             return
-        line = json.dumps({"test": self.test, "phase": self.phase, "why": why}) + "\n"
+        self.write({"test": self.test, "phase": self.phase, "why": why})
+
+    def write(self, event: dict) -> None:
         try:
-            os.write(self.fd, line.encode())
+            os.write(self.fd, (json.dumps(event) + "\n").encode())
         except OSError:
             pass
 

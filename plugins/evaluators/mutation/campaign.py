@@ -53,8 +53,10 @@ def _result(plan: Plan, reply: dict | None):
     if not plan.compiles:
         return WorkResult(worker_outcome=WorkerOutcome.NORMAL, output="mutant does not compile",
                           test_outcome=TestOutcome.KILLED, diff=plan.diff), [("*", "compile")]
-    if reply is None:  # uncovered: no test executes the mutated lines
-        return WorkResult(worker_outcome=WorkerOutcome.NORMAL, output="no test covers it",
+    if reply is None:  # uncovered (no test executes the mutated lines), or equivalent
+        output = ("only annotations that no code reads differ" if plan.mode == "equivalent"
+                  else "no test covers it")
+        return WorkResult(worker_outcome=WorkerOutcome.NORMAL, output=output,
                           test_outcome=TestOutcome.SURVIVED, diff=plan.diff), []
     events = reply.get("events", [])
     kills = [(e["test"], "failed") for e in events if e.get("failed")]
@@ -302,7 +304,9 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                             f"killed): {shown or 'exit status ' + str(baseline_reply.get('exit'))}")
         session.set_baseline(events)
         baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e["cpu"],
-                                "lines": set(e["lines"])} for e in events}
+                                "lines": set(e["lines"]),
+                                "child_lines": set(e.get("child_lines", ())),
+                                "followed": bool(e.get("followed"))} for e in events}
         suite_seconds = first.startup_seconds + baseline_reply["seconds"]
         disk_tests, all_exact, reasons = exact_reasons(
             first.hello.get("disk", []), baseline_reply.get("disk", []), project / module)
@@ -312,14 +316,24 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                 f"{module}: {reason}" for reason in reasons]))[:20]
             all_exact = all_exact or bool(before.get("exact_all"))
             disk_tests |= set(before.get("exact_tests", []))
+        followed = sorted({*(session.meta().get("followed_tests", []) if several else []),
+                           *(test for test, row in baseline.items() if row["followed"])})
         session.set_meta({"exact_reasons": reasons, "exact_all": all_exact,
-                          "exact_tests": sorted(disk_tests)})
+                          "exact_tests": sorted(disk_tests), "followed_tests": followed})
+        census = next((e["census"] for e in baseline_reply.get("events", [])
+                       if "census" in e), {"untouched": [], "touched": []})
+        unread = {tuple(k) for k in census["untouched"]} - {
+            tuple(k) for k in census["touched"]}
+        session.set_meta({"annotations_read": sorted(  # what kept mutants from `equivalent`
+            {*(session.meta().get("annotations_read", []) if several else []),
+             *(f"{module}: {name} (line {line})" for name, line in census["touched"])})})
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
                            timeout_mode, suite_seconds, disk_tests, all_exact,
                            (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds),
-                           keep)
+                           keep, unread)
         runnable = [p for p in plans if p.skip is None and p.error is None
-                    and p.source is not None and p.compiles and p.mode != "uncovered"]
+                    and p.source is not None and p.compiles
+                    and p.mode not in ("uncovered", "equivalent")]
         runnable.sort(key=lambda p: -(p.cpu_limit or p.timeout))  # long first: better packing
         running = {id(plan) for plan in runnable}
         settled = [plan for plan in plans if id(plan) not in running]
@@ -334,7 +348,9 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                 progress.advance(plan, verdict.result)
         imported = next((e["imported"] for e in baseline_reply.get("events", [])
                          if "imported" in e), [])
-        test_files = first.hello.get("test_files") or {}
+        # a followed test's processes import project files no one watches: never reused
+        test_files = {test: None if baseline.get(test, {}).get("followed") else files
+                      for test, files in (first.hello.get("test_files") or {}).items()}
         watched_now = incremental.watched(project, imported, test_files, str(module))
         prints = incremental.fingerprints(plans, source, str(module), baseline, test_files,
                                           watched_now, project)
@@ -499,6 +515,7 @@ def report(session: Session, seconds: float | None = None, sample_size: int | No
     summary["tests"] = len(baseline_tests)
     summary["exact"] = sum(1 for row in extra.values() if row[1] == "exact")
     summary["exact_reasons"] = meta.get("exact_reasons", [])
+    summary["followed_tests"] = meta.get("followed_tests", [])
     summary["reused"] = len(reused)
     summary["changed"] = meta.get("changed", [])
     summary["tests_killing_nothing"] = sorted(set(baseline_tests) - killing)

@@ -80,7 +80,7 @@ def survivor_lines(summary: dict, limit: int) -> list[str]:
     out = [f"surviving mutants ({len(rows)}):"]
     for row in shown:
         where = f"{Path(row['module']).as_posix()}:{row['line']}"
-        how = " (uncovered)" if row.get("mode") == "uncovered" else ""
+        how = f" ({row['mode']})" if row.get("mode") in ("uncovered", "equivalent") else ""
         out.append(_fit(f"  {where}  {row['operator']}#{row['occurrence']}{how}"))
         out.extend(_fit("    " + line) for line in changed_lines(row.get("diff", "")))
     if len(shown) < len(rows):

@@ -7,6 +7,8 @@ import glob
 import os
 import shutil
 
+from coral_plugins.evaluators.mutation.probe import found_elsewhere
+
 # Folders never copied (caches a run rebuilds) and folders linked rather than copied
 # (version control, dependencies: big, and read, not written, by a test run).
 CACHES = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
@@ -107,17 +109,3 @@ class IntoCopy:
             fullname, moved, submodule_search_locations=None if locations is None else
             [in_copy(p, self.project, self.copy) for p in locations])
         return there or spec  # no loader for that kind of file: as it was found
-
-
-def found_elsewhere(me, fullname, path=None, target=None):
-    """The spec the other meta path finders (path entries, editable installs) give, as if
-    `me` were not there: a finder that changes where or how a module loads asks them."""
-    import sys
-
-    for finder in sys.meta_path:
-        if finder is me or not hasattr(finder, "find_spec"):
-            continue
-        spec = finder.find_spec(fullname, path, target)
-        if spec is not None:
-            return spec
-    return None

@@ -25,7 +25,7 @@ import sys
 import types
 import warnings
 
-from coral_plugins.evaluators.mutation.exact import found_elsewhere
+from coral_plugins.evaluators.mutation.probe import MutantFinder
 
 
 def _tree(code: types.CodeType) -> list[types.CodeType]:
@@ -113,37 +113,6 @@ class Swap:
         return True
 
 
-class _MutantLoader(importlib.machinery.SourceFileLoader):
-    """Loads the module's file with the mutant's text, as if the file held it."""
-
-    def __init__(self, fullname: str, path: str, source: str):
-        super().__init__(fullname, path)
-        self.mutant = source
-
-    def get_source(self, fullname: str) -> str:
-        return self.mutant
-
-    def get_code(self, fullname: str) -> types.CodeType:
-        return compile(self.mutant, self.path, "exec", dont_inherit=True)
-
-
-class _MutantFinder(importlib.abc.MetaPathFinder):
-    """Asks the other finders (path entries, editable installs) where a module lies; when it
-    is the mutated file, its loader serves the mutant."""
-
-    def __init__(self, path: str, source: str):
-        self.path = os.path.realpath(path)
-        self.source = source
-
-    def find_spec(self, fullname, path=None, target=None):
-        spec = found_elsewhere(self, fullname, path, target)
-        if spec is not None and isinstance(spec.origin, str) \
-                and os.path.realpath(spec.origin) == self.path:
-            spec.loader = _MutantLoader(fullname, spec.origin, self.source)
-            spec.cached = None
-        return spec
-
-
 def _own(path: str, prefix: str) -> bool:
     real = os.path.realpath(path)
     return real.startswith(prefix) and "site-packages" not in real \
@@ -174,7 +143,7 @@ def forget(project: str) -> None:
 
 def install_finder(module_path: str, source: str) -> None:
     """Serve `module_path`'s imports from here on with `source` (the mutant's text)."""
-    sys.meta_path.insert(0, _MutantFinder(module_path, source))
+    sys.meta_path.insert(0, MutantFinder(module_path, source))
 
 
 def defer_rewriting(module_path: str) -> None:

@@ -53,7 +53,7 @@ import time
 
 import pytest
 
-from coral_plugins.evaluators.mutation import exact, inmemory, procs
+from coral_plugins.evaluators.mutation import exact, follow, inmemory, probe, procs
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
 TICK = 0.05  # seconds between readings of a child's CPU time
@@ -194,7 +194,8 @@ class Worker(_Phases):
                 if self.module is None:
                     self.module = module
         self.audit.phase = "idle"
-        self.disk = self.audit.judge(self.module) + [e["why"] for e in self.audit.since(0)]
+        self.disk = self.audit.judge(self.module) + [e["why"] for e in self.audit.since(0)
+                                                     if "why" in e]
         self.audit.unimported = self.module is None
         if len(names) > 1:
             self.disk.append(f"the module is imported under {len(names)} names "
@@ -347,8 +348,27 @@ class Worker(_Phases):
             os.close(read)
             procs.kill_descendants(os.getpid(), self.keep)
         reply["disk"] = self.audit.since(offset)
+        if self.audit.follow is not None:
+            self._judge_followed(reply, request)
         reply["id"] = request.get("id")
         return reply
+
+    def _judge_followed(self, reply: dict, request: dict) -> None:
+        """Settle the run's followed processes (follow.py): their lines join their test's
+        coverage (and `child_lines`, in the baseline); a process not followed stays an
+        event (a disk test in the baseline, the exact way under a mutant)."""
+        followed = follow.judge(reply["disk"], self.audit.follow.collect())
+        reply["disk"] = followed.events
+        for event in reply.get("events", []):
+            if "census" in event:  # annotations its processes read count as read
+                event["census"]["touched"] = sorted(
+                    {tuple(k) for k in event["census"]["touched"]} | followed.touched)
+        for event in reply.get("events", []):
+            ran = followed.lines.get(event.get("test"))
+            if ran is not None and "lines" in event:
+                event["lines"] = sorted(set(event["lines"]) | ran)
+                event["child_lines"] = sorted(ran)
+                event["followed"] = True  # what its processes import is not watched
 
     def _supervise(self, pid: int, read: int, start: float, timeout, cpu_limit) -> dict:
         deadline = start + float(timeout or 1e9)
@@ -414,10 +434,18 @@ class Worker(_Phases):
 
     def child(self, request: dict) -> int:
         if request["op"] == "baseline":
+            if self.audit.follow is not None:
+                self.audit.follow.take_census()
             code = self.run_items(self.items, trace=True)
             self.emit({"imported": self._project_files()})
+            filename = getattr(self.module, "__file__", None)
+            untouched, touched = probe.annotation_census(lambda f: f == filename) \
+                if filename else ([], [])
+            self.emit({"census": {"untouched": untouched, "touched": touched}})
             return code
         wanted = request.get("tests")
+        if self.audit.follow is not None:  # the processes its tests start import the mutant
+            self.audit.follow.serve(request["source"])
         if request["mode"] == "swap":
             if self.swap is None or not self._swap(request["source"]):
                 self.emit({"fallback": "reload"})
@@ -584,7 +612,12 @@ def main(argv: list[str]) -> int:
     # runner's pipes: none may hold them open after this worker ends.
     os.register_at_fork(after_in_child=_closer([requests, replies]))
     audit = Audit(module_path, _audit_file())
+    scratch = scratch or tempfile.mkdtemp(prefix="coral-mutation-")
     worker = Worker(module_path, requests, replies, pytest_args, audit, scratch)
+    # after the Worker kept the user's environment (the exact path's): the processes the
+    # tests start from here on report what they run (follow.py)
+    audit.follow = follow.Follow(module_path, scratch)
+    audit.follow.install(os.environ)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     if "" not in sys.path and os.getcwd() not in sys.path:

@@ -173,7 +173,8 @@ class TestgenEvaluator:
             # each test on the correct program, as `coral evaluate` shows a candidate's tests
             "outcomes": [{"test": t.name, "status": t.status, "detail": t.detail}
                          for t in counted][:MAX_OUTCOMES],
-            "revealed_by": revealed_by,
+            # only where it counts: a suite failing on the correct program reveals nothing
+            "revealed_by": revealed_by if all_pass else None,
             "coverage": {"statements": len(program_lines), "executed": len(executed),
                          "missed": sorted(program_lines - executed)},
             "mutation": mutation, "seconds": round(time.monotonic() - started, 3),

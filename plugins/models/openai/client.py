@@ -30,6 +30,7 @@ or a log line (`redaction`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -65,6 +66,7 @@ REPLY_BYTES_PER_TOKEN = 256
 ERROR_BODY_BYTES = 64 * 1024  # what is read of an error reply, for its excerpt
 READY_SECONDS = 10.0  # the check before a run: connect and first byte
 READY_ATTEMPTS = 2
+READY_BODY_BYTES = 1 << 20  # a model list is small; a bigger reply is not one
 
 
 class OpenAIRequestError(UserError):
@@ -280,25 +282,52 @@ class OpenAIModel:
         )
 
     def check_ready(self) -> None:
-        """One quick request (GET /models, no retries) before a run creates its folder: a
-        server that does not answer, or refuses the key, is one line now, not a run
-        directory left after the first batch's retries. Any HTTP answer but 401/403 will
-        do (some servers have no /models)."""
+        """Quick requests (no retries) before a run creates its folder: a server that does
+        not answer, refuses the key, or is not an OpenAI-compatible API (a web server or a
+        proxy at that URL) is one line now, not a run directory left after the first
+        batch's retries. GET /models answering OpenAI's list will do; a server without
+        /models must at least take a POST on the endpoint the run uses (an empty body:
+        a 400 or 422 for it costs no generation)."""
+        status, detail, data = self._ready_request("GET", "/models")
+        if status in (401, 403):
+            raise UserError(f"openai: {self.options.base_url} refused the API key (HTTP "
+                            f"{status}: {detail}); set {self.options.api_key_env}")
+        listed = isinstance(data, dict) and isinstance(data.get("data"), list)
+        if 200 <= status < 300 and listed:
+            return  # OpenAI's model list
+        path = "/chat/completions" if self.options.mode == "chat" else "/completions"
+        posted, detail, data = self._ready_request("POST", path)
+        if posted in (401, 403):
+            raise UserError(f"openai: {self.options.base_url} refused the API key (HTTP "
+                            f"{posted}: {detail}); set {self.options.api_key_env}")
+        # no such route (a web server, a proxy); a 404 in JSON is an API's own answer
+        # (some say "model not found" to an empty body)
+        if posted in (405, 501) or posted == 404 and not isinstance(data, dict):
+            raise UserError(f"openai: {self.options.base_url} answers, but not as an "
+                            f"OpenAI-compatible API (GET /models: HTTP {status}"
+                            f"{', not a model list' if 200 <= status < 300 else ''}; POST "
+                            f"{path}: HTTP {posted}); fix --base-url / OPENAI_BASE_URL (it "
+                            "usually ends in /v1)")
+
+    def _ready_request(self, method: str, path: str) -> tuple[int, str, Any]:
+        """(HTTP status, an error excerpt for 401/403, the reply's JSON or None) of one
+        readiness request; a server that does not answer is a UserError."""
         for attempt in range(READY_ATTEMPTS):  # a refused connection is final at once
             try:
-                with self._http().stream("GET", "/models", timeout=READY_SECONDS) as response:
+                body = {"json": {}} if method == "POST" else {}
+                with self._http().stream(method, path, timeout=READY_SECONDS,
+                                         **body) as response:
                     status = response.status_code
-                    detail = self._error_excerpt(response) if status in (401, 403) else ""
-                break
+                    if status in (401, 403):
+                        return status, self._error_excerpt(response), None
+                    return status, "", _json_body(response)
             except httpx.HTTPError as error:
                 if isinstance(error, httpx.ConnectError) or attempt == READY_ATTEMPTS - 1:
                     reason = self._clean(str(error) or type(error).__name__)
                     raise UserError(f"openai: {self.options.base_url} does not answer "
                                     f"({reason}); start the server, or fix --base-url / "
                                     "OPENAI_BASE_URL") from None
-        if status in (401, 403):
-            raise UserError(f"openai: {self.options.base_url} refused the API key (HTTP "
-                            f"{status}: {detail}); set {self.options.api_key_env}")
+        raise AssertionError("not reached")  # the last attempt returns or raises
 
     def reply_cap(self, count: int, max_new_tokens: int) -> int:
         """Most bytes a reply of `count` samples of `max_new_tokens` tokens may take, sent
@@ -576,6 +605,14 @@ class OpenAIModel:
         except BadEncoding as error:
             return f"(unreadable body: {self._clean(str(error))})"
         return self._clean(raw.decode("utf-8", errors="replace")) or "(empty body)"
+
+
+def _json_body(response: httpx.Response) -> Any:
+    """A small reply's JSON (a model list, an API's error), None for anything else."""
+    try:
+        return json.loads(read_capped(response, READY_BODY_BYTES, truncate=False))
+    except (BadEncoding, BodyTooLarge, ValueError):
+        return None
 
 
 class _Failed(Exception):

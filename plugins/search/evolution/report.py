@@ -30,7 +30,8 @@ def _genes(member: Mapping[str, Any]) -> str:
 
 def report_grids(search: Mapping[str, Any]) -> list[Grid | str]:
     objectives = list(search["objectives"])
-    title = (f"Pareto front: {len(search['pareto_front'])} genomes"
+    count = len(search["pareto_front"])
+    title = (f"Pareto front: {count} genome{'s' * (count != 1)}"
              + ("" if search.get("front_passed_gate", True)
                 else " (no genome passed its gate; front over all)"))
     front = Grid(title, (Column("trial", "right", key=True), Column("gen", "right"),

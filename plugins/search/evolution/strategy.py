@@ -17,6 +17,7 @@ front as an uninterrupted one.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,6 +33,8 @@ from .gates import Gates
 from .genome import GeneSpace
 from .selection import Selection, hypervolume, non_dominated, replay_mismatch
 from .training import AdapterTrainer, training_options
+
+log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 DEFAULT_GATES = {"syntax": [0.0, 0.5]}
@@ -143,7 +146,8 @@ class EvolutionSearch:
         if heavy and model["adapter"]:
             raise UserError(f"[model] adapter = {model['adapter']!r}: the evolution search "
                             "chooses each genome's adapter; leave model.adapter unset")
-        self.space = GeneSpace.for_model(backend, factory, heavy, dict(genes or {}))
+        self.space = _pinned(GeneSpace.for_model(backend, factory, heavy, dict(genes or {})),
+                             backend, factory, heavy, dict(genes or {}), config)
         dataset = build_dataset(DatasetBlueprint.of(config))
         self._check_held_out(dataset, config)
         self.trainer: AdapterTrainer | None = None
@@ -462,3 +466,30 @@ class EvolutionSearch:
         if report["per_generation"]:
             generations_plot(run_dir / "generations.png", report["per_generation"],
                              self.objectives)
+
+
+def _pinned(space: GeneSpace, backend: str, factory: Any, heavy: bool,
+            genes: dict[str, Any], config: Mapping[str, Any]) -> GeneSpace:
+    """The space with each gene whose key the user set (`search.pinned`, from a file or a
+    flag) held at that value, unless [search.options.genes] gives its range: a flag is not
+    silently outvoted by the search."""
+    pinned = set(config.get("search", {}).get("pinned", ()))
+    held = {}
+    for gene in space.genes:
+        if gene.key in pinned and gene.name not in genes:
+            value: Any = config
+            for part in gene.key.split("."):
+                value = value.get(part) if isinstance(value, Mapping) else None
+            if value is not None:
+                held[gene.name] = [value]
+                log.warning("%s is set explicitly, so the evolution search does not vary it",
+                            gene.key)
+    if not held:
+        return space
+    try:
+        return GeneSpace.for_model(backend, factory, heavy, {**genes, **held})
+    except OptionInvalid as error:  # the user's value, not a [search.options.genes] range
+        key = next(g.key for g in space.genes if g.name == error.path[-1])
+        raise UserError(f"{key} = {held[error.path[-1]][0]!r} is set explicitly, so the "
+                        f"evolution search holds its gene '{error.path[-1]}' there, but "
+                        f"{str(error).split(': ', 2)[-1]}") from None
