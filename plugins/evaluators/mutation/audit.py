@@ -121,6 +121,8 @@ class Audit:
                 self._open(os.fsdecode(args[0]), args[1])
             finally:
                 self._busy = False
+        elif event in ("os.fork", "os.forkpty"):  # shares the mutant; its reads are unseen
+            self.write({"test": self.test, "phase": self.phase, "fork": True})
         elif event in PROCESS_EVENTS:
             if event == "subprocess.Popen" and self.follow is not None \
                     and self.phase == "call":

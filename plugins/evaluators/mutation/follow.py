@@ -34,6 +34,7 @@ class Followed:
     lines: dict[str, set[int]] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)  # the audit events left to judge
     touched: set[tuple[str, int]] = field(default_factory=set)  # annotations read (census)
+    census_unknown: bool = False  # a process could not tell whose annotations it read
 
 
 class Follow:
@@ -112,6 +113,7 @@ def judge(events: list[dict], reports: list[dict]) -> Followed:
     out = Followed()
     out.touched = {(str(k[0]), int(k[1])) for report in reports
                    for k in report.get("touched") or ()}
+    out.census_unknown = any("touched" in r and r["touched"] is None for r in reports)
     for event in events:
         if "popen" in event:  # subprocess.Popen: its fork_exec must give a start
             popens[event["test"]] = popens.get(event["test"], 0) + 1

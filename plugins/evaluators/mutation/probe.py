@@ -73,17 +73,21 @@ _OWN_FIELDS = ("__code__", "__globals__", "__builtins__", "__defaults__", "__kwd
                "__closure__", "__name__", "__qualname__", "__doc__", "__module__", "__dict__")
 
 
-def annotation_census(is_module) -> tuple[list, list]:
+CENSUS_VERSIONS = ((3, 10, 2), (3, 14))  # a tuple until read; 3.10.0-1's C API did not convert
+
+
+def annotation_census(is_module) -> tuple[list, list] | None:
     """([name, first line] of each live function of the module (`is_module(co_filename)`)
     whose annotations nothing has read, [... of those read]): CPython keeps a function's
-    annotations as a tuple until `__annotations__` is first read (3.10 to 3.13); the
-    garbage collector's view of the function shows which, without reading it."""
+    annotations as a tuple until `__annotations__` is first read (3.10.2 to 3.13); the
+    garbage collector's view of the function shows which, without reading it. None where
+    that cannot be known (another Python)."""
     import gc
     import types
 
     untouched, touched = set(), set()
-    if not (3, 10) <= sys.version_info[:2] <= (3, 13):
-        return [], []  # another representation: nothing is known to be unread
+    if not CENSUS_VERSIONS[0] <= sys.version_info[:3] < CENSUS_VERSIONS[1]:
+        return None
     for value in gc.get_objects():
         if not isinstance(value, types.FunctionType) or not is_module(
                 value.__code__.co_filename):
@@ -96,6 +100,20 @@ def annotation_census(is_module) -> tuple[list, list]:
         elif any(isinstance(r, tuple) for r in rest):
             untouched.add(key)
     return sorted(untouched - touched), sorted(touched)
+
+
+def _touched(ours) -> list | None:
+    """The module's functions whose annotations this process read; None when it cannot
+    tell: another Python, or the module loaded by a loader other than the plain source
+    loader (an import hook may compile annotations into the code: typeguard's)."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and ours(path):
+            loader = getattr(getattr(module, "__spec__", None), "loader", None)
+            if type(loader) is not importlib.machinery.SourceFileLoader:
+                return None
+    census = annotation_census(ours)
+    return None if census is None else census[1]
 
 
 def _own_sitecustomize(here: str) -> None:
@@ -154,8 +172,8 @@ def _follow(config: dict, serving: bool) -> list:
             troubles.append("started a process without a pid to follow")
         data = {"test": test, "pid": os.getpid(), "lines": sorted(lines),
                 "started": started, "troubles": troubles}
-        if config.get("census"):  # the baseline: whose annotations it read
-            data["touched"] = annotation_census(ours)[1]
+        if config.get("census"):  # the baseline: whose annotations it read (None: unknown)
+            data["touched"] = _touched(ours)
         name = os.path.join(config["dir"], f"{os.getpid()}-{os.urandom(6).hex()}.json")
         try:
             with open(name + ".part", "w") as handle:

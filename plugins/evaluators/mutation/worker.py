@@ -347,9 +347,15 @@ class Worker(_Phases):
         finally:
             os.close(read)
             procs.kill_descendants(os.getpid(), self.keep)
-        reply["disk"] = self.audit.since(offset)
+        seen = self.audit.since(offset)
+        reply["disk"] = [event for event in seen if "fork" not in event]
+        forked = len(reply["disk"]) < len(seen)  # a test forked: what the fork read is unseen
         if self.audit.follow is not None:
             self._judge_followed(reply, request)
+        if forked or self.audit.follow is None:
+            for event in reply.get("events", []):
+                if "census" in event:
+                    event["census"]["untouched"] = []
         reply["id"] = request.get("id")
         return reply
 
@@ -363,6 +369,8 @@ class Worker(_Phases):
             if "census" in event:  # annotations its processes read count as read
                 event["census"]["touched"] = sorted(
                     {tuple(k) for k in event["census"]["touched"]} | followed.touched)
+                if followed.census_unknown:
+                    event["census"]["untouched"] = []
         for event in reply.get("events", []):
             ran = followed.lines.get(event.get("test"))
             if ran is not None and "lines" in event:
@@ -438,10 +446,7 @@ class Worker(_Phases):
                 self.audit.follow.take_census()
             code = self.run_items(self.items, trace=True)
             self.emit({"imported": self._project_files()})
-            filename = getattr(self.module, "__file__", None)
-            untouched, touched = probe.annotation_census(lambda f: f == filename) \
-                if filename else ([], [])
-            self.emit({"census": {"untouched": untouched, "touched": touched}})
+            self.emit({"census": self._census()})
             return code
         wanted = request.get("tests")
         if self.audit.follow is not None:  # the processes its tests start import the mutant
@@ -457,6 +462,26 @@ class Worker(_Phases):
                 items[0].config.option.tbstyle = "no"
             return self.run_items(items, trace=False, first=not request.get("every"))
         return self.reload(request)
+
+    def _census(self) -> dict:
+        """Whose annotations the baseline left unread (coral_core.mutation.annotations):
+        none is known unread where the module's live code is not what its text compiles to
+        (an import hook such as typeguard's may evaluate annotations in the code), or where
+        the project's own pytest hooks run after the last test (this child ends before)."""
+        filename = getattr(self.module, "__file__", None)
+        census = probe.annotation_census(lambda f: f == filename) if filename else None
+        if census is None or self.swap is None:
+            return {"untouched": [], "touched": []}
+        untouched, touched = census
+        late = ("pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure")
+        config = self.items[0].config if self.items else None
+        plugins = config.pluginmanager.get_plugins() if config is not None else ()
+        if any(self._inside(getattr(plugin, "__file__", None)) and any(
+                hasattr(plugin, hook) for hook in late) for plugin in plugins):
+            untouched = []
+        rebuilt = self.swap.rebuilt
+        return {"untouched": [k for k in untouched if tuple(k) not in rebuilt],
+                "touched": touched}
 
     def _inside(self, path: str | None) -> str | None:
         """`path` relative to the project, or None outside it (a virtual environment inside
