@@ -123,7 +123,7 @@ def judge(events: list[dict], reports: list[dict]) -> Followed:
             starts.setdefault(event["test"], []).append(event)
         else:  # at collection, in a fixture, between tests: it may reach any test
             out.events.append(_unfollowed(event, ""))
-    for test in set(starts) | set(popens):
+    for test in sorted(set(starts) | set(popens)):
         mine = starts.get(test, [])
         if popens.get(test, 0) > len(mine):
             why = "a process started without a pid to follow"
