@@ -20,6 +20,8 @@ import json
 import os
 import sys
 
+from coral_plugins.evaluators.mutation.probe import patch_fork_exec
+
 # Events that start a program (the program may import the module from its file).
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
                             "os.spawn", "pty.spawn", "os.startfile", "coral.started"})
@@ -80,21 +82,10 @@ class Audit:
 
         self.quiet = tuple(os.path.dirname(m.__file__) + os.sep for m in (_pytest, pluggy))
         sys.addaudithook(self)
-        try:  # multiprocessing's spawn and forkserver start Python with no audit event
-            import _posixsubprocess
-        except ImportError:
-            return
-        original = _posixsubprocess.fork_exec
-
-        def fork_exec(*args, **kwargs):  # subprocess's and multiprocessing's way: a pid
-            pid = original(*args, **kwargs)
-            self("coral.started", (args[0] if args else "?", pid))
-            return pid
-
-        _posixsubprocess.fork_exec = fork_exec
-        subprocess = sys.modules.get("subprocess")  # it keeps its own name for it (3.11)
-        if getattr(subprocess, "_fork_exec", None) is original:
-            subprocess._fork_exec = fork_exec
+        # multiprocessing's spawn and forkserver start Python with no audit event, and the
+        # pid of what subprocess starts is what a followed process reports under
+        patch_fork_exec(lambda args, pid: self(
+            "coral.started", (args[0] if args else "?", pid)))
 
     @property
     def test(self) -> str:

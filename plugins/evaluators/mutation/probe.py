@@ -69,6 +69,27 @@ class MutantFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def patch_fork_exec(started) -> None:
+    """Call `started(args, pid)` after each program subprocess or multiprocessing starts
+    (their fork_exec gives the pid; no audit event does). subprocess keeps its own name for
+    it (3.11); one imported later takes the patched one."""
+    try:
+        import _posixsubprocess
+    except ImportError:
+        return
+    original = _posixsubprocess.fork_exec
+
+    def fork_exec(*args, **kwargs):
+        pid = original(*args, **kwargs)
+        started(args, pid)
+        return pid
+
+    _posixsubprocess.fork_exec = fork_exec
+    subprocess = sys.modules.get("subprocess")
+    if getattr(subprocess, "_fork_exec", None) is original:
+        subprocess._fork_exec = fork_exec
+
+
 _OWN_FIELDS = ("__code__", "__globals__", "__builtins__", "__defaults__", "__kwdefaults__",
                "__closure__", "__name__", "__qualname__", "__doc__", "__module__", "__dict__")
 
@@ -119,7 +140,6 @@ def _touched(ours) -> list | None:
 def _own_sitecustomize(here: str) -> None:
     """This folder off sys.path, then the sitecustomize that would have run (it takes this
     module's place in sys.modules, as if it had been imported instead)."""
-    import importlib.machinery
     import importlib.util
 
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
@@ -205,23 +225,7 @@ def _follow(config: dict, serving: bool) -> list:
             if event == "os.exec":  # no exit to report at: say it now, under this pid
                 report()
 
-    try:
-        import _posixsubprocess
-    except ImportError:
-        _posixsubprocess = None
-    if _posixsubprocess is not None:
-        original = _posixsubprocess.fork_exec
-
-        def fork_exec(*args, **kwargs):
-            pid = original(*args, **kwargs)
-            started.append(pid)
-            return pid
-
-        _posixsubprocess.fork_exec = fork_exec  # subprocess, imported later, takes this one
-        subprocess = sys.modules.get("subprocess")
-        if getattr(subprocess, "_fork_exec", None) is original:
-            subprocess._fork_exec = fork_exec
-
+    patch_fork_exec(lambda args, pid: started.append(pid))
     sys.addaudithook(hook)
     atexit.register(report)
     threading.settrace(trace)

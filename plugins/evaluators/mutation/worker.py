@@ -149,7 +149,7 @@ class Worker(_Phases):
     """The pytest plugin that turns the collected session into a request loop."""
 
     def __init__(self, module_path: str, requests: int, replies: int, pytest_args: list[str],
-                 audit: Audit, scratch: str | None = None):
+                 audit: Audit, scratch: str):
         self.module_path = os.path.realpath(module_path)
         self.requests = os.fdopen(requests, "rb", buffering=0)
         self.replies = replies
@@ -267,9 +267,7 @@ class Worker(_Phases):
         """One run the way cosmic-ray runs it: the mutant written into the copy, a fresh
         `python -m pytest` there (this worker's child, so it is supervised the same way)."""
         if self.copy is None:
-            scratch = self.scratch or tempfile.mkdtemp(prefix="coral-mutation-")
-            self.scratch = scratch
-            self.copy = os.path.join(scratch, "project")
+            self.copy = os.path.join(self.scratch, "project")
             exact.copy_project(self.project, self.copy)
             with open(self.module_path, "rb") as handle:
                 self.original = handle.read()
@@ -349,34 +347,32 @@ class Worker(_Phases):
             procs.kill_descendants(os.getpid(), self.keep)
         seen = self.audit.since(offset)
         reply["disk"] = [event for event in seen if "fork" not in event]
-        forked = len(reply["disk"]) < len(seen)  # a test forked: what the fork read is unseen
-        if self.audit.follow is not None:
-            self._judge_followed(reply, request)
-        if forked or self.audit.follow is None:
-            for event in reply.get("events", []):
-                if "census" in event:
-                    event["census"]["untouched"] = []
+        forked = len(reply["disk"]) < len(seen)  # what a test's fork read is unseen
+        untold = self._judge_followed(reply) if self.audit.follow is not None else True
+        unknown = forked or untold  # or a process could not tell whose annotations it read
+        for event in reply.get("events", []):
+            if "census" in event and unknown:
+                event["census"]["untouched"] = []
         reply["id"] = request.get("id")
         return reply
 
-    def _judge_followed(self, reply: dict, request: dict) -> None:
+    def _judge_followed(self, reply: dict) -> bool:
         """Settle the run's followed processes (follow.py): their lines join their test's
         coverage (and `child_lines`, in the baseline); a process not followed stays an
-        event (a disk test in the baseline, the exact way under a mutant)."""
+        event (a disk test in the baseline, the exact way under a mutant). True when a
+        process could not tell whose annotations it read."""
         followed = follow.judge(reply["disk"], self.audit.follow.collect())
         reply["disk"] = followed.events
         for event in reply.get("events", []):
             if "census" in event:  # annotations its processes read count as read
                 event["census"]["touched"] = sorted(
                     {tuple(k) for k in event["census"]["touched"]} | followed.touched)
-                if followed.census_unknown:
-                    event["census"]["untouched"] = []
-        for event in reply.get("events", []):
             ran = followed.lines.get(event.get("test"))
             if ran is not None and "lines" in event:
                 event["lines"] = sorted(set(event["lines"]) | ran)
                 event["child_lines"] = sorted(ran)
                 event["followed"] = True  # what its processes import is not watched
+        return followed.census_unknown
 
     def _supervise(self, pid: int, read: int, start: float, timeout, cpu_limit) -> dict:
         deadline = start + float(timeout or 1e9)
