@@ -23,7 +23,7 @@ def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.A
         return ast.parse(source, filename, mode)
 
 
-def compile_tree(tree: ast.AST, filename: str, mode: str) -> CodeType:
+def compile_tree(tree: ast.AST, filename: str, mode: str, flags: int = 0) -> CodeType:
     """`compile` of a syntax tree (validated by the same converter), one thread at a time."""
     with _LOCK:
-        return compile(tree, filename, mode)
+        return compile(tree, filename, mode, flags)

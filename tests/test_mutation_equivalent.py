@@ -1,14 +1,22 @@
-"""Mutants that change only annotations that no code reads (`from __future__ import
-annotations`): recorded survived without a run (mode `equivalent`), with cosmic-ray's
-verdicts; a test that reads the annotations (inspect.signature) makes them run, and kill."""
+"""Mutants that change only annotations (`from __future__ import annotations`): recorded
+survived without a run where no code reads them (mode `equivalent`); where tests read them,
+run on those tests alone with the mutant's annotations in place (`annotate`), or, where
+which tests read them cannot be known, on the whole suite (`reload`); cosmic-ray's verdicts
+every time."""
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
+import pickle
+import pprint
+import typing
 
 import pytest
 
-from coral_core.mutation.annotations import changed_annotations
+from coral_core.mutation.annotations import changed_annotations, mutant_annotations
+from coral_plugins.evaluators.mutation.readers import WatchedAnnotations
 
 pytest.importorskip("cosmic_ray")
 
@@ -36,12 +44,33 @@ def test_add():
 def test_box():
     assert calc.Box().get() == {"key": 1}
 '''
+# The first test to read them passes under every mutant; a later one reads them again.
 READING = TESTS + '''
 
-def test_signature():
+def test_names():
     import inspect
 
-    assert "int | str" in str(inspect.signature(calc.add))
+    assert list(inspect.signature(calc.add).parameters) == ["a", "b"]
+
+
+def test_text():
+    assert dict(calc.add.__annotations__)["a"] == "int | str"
+'''
+# Read at collection (functools.wraps copies them): which test uses them cannot be known.
+AT_COLLECTION = TESTS + '''
+import functools
+
+WRAPPED = functools.wraps(calc.add)(lambda *args: calc.add(*args))
+
+
+def test_wrapped():
+    assert WRAPPED.__annotations__["a"] == "int | str"
+'''
+# A test that the readers' run itself changes (its dict is not a plain one there).
+TYPE = READING + '''
+
+def test_plain():
+    assert type(calc.add.__annotations__) is dict
 '''
 # Reads that the worker's own process never sees: a forked child, a Python process the test
 # starts, a pytest hook of the project's after the last test.
@@ -77,7 +106,45 @@ def pytest_sessionfinish(session):
     typing.get_type_hints(calc.add)  # `int + str` raises: pytest ends in an error
 '''
 CASES = {"unread": (TESTS, None), "read": (READING, None), "fork": (FORKED, None),
-         "process": (CHILD, None), "session_hook": (TESTS, LATE_HOOK)}
+         "process": (CHILD, None), "session_hook": (TESTS, LATE_HOOK),
+         "at_collection": (AT_COLLECTION, None), "type": (TYPE, None)}
+
+
+def test_mutant_annotations_are_what_the_compiler_makes():
+    variants = [("int | str", "int & str"), ("int | str", "int + str"),
+                ("dict[str, int]", "dict[str, int] ** 2"), ("-> int", "-> int | None"),
+                ("key: str | None", "key: str | (None if 1 else 'x')")]
+    for before, after in variants:
+        mutant = MODULE.replace(before, after)
+        changed = changed_annotations(MODULE, mutant)
+        assert changed
+        namespace: dict = {}
+        exec(compile(mutant, "calc.py", "exec", dont_inherit=True), namespace)
+        live = {("add", 4): namespace["add"], ("get", 9): namespace["Box"].get}
+        for key, value in mutant_annotations(mutant, changed).items():
+            assert list(value.items()) == list(live[key].__annotations__.items())
+
+
+def test_watched_annotations_note_every_read():
+    reads: set = set()
+
+    def add(a: int, b: str) -> int:  # strings: this file imports annotations from the future
+        return 0
+
+    add.__annotations__ = WatchedAnnotations(add.__annotations__, ("add", 1), reads)
+    ways = [dict, lambda d: {**d}, copy.copy, copy.deepcopy, pickle.dumps, json.dumps, repr,
+            str, list, sorted, len, bool, lambda d: "a" in d, lambda d: d == {},
+            lambda d: {} | d, lambda d: (lambda **k: k)(**d), lambda d: "{a}".format_map(d),
+            pprint.pformat, lambda d: d.get("a"), lambda d: [*d.items()],
+            lambda _: inspect.signature(add), lambda _: typing.get_type_hints(add),
+            lambda _: inspect.get_annotations(add)]
+    for way in ways:
+        reads.clear()
+        way(add.__annotations__)
+        assert reads == {("add", 1)}, way
+    reads.clear()
+    assert type(copy.copy(add.__annotations__)) is dict and not reads - {("add", 1)}
+    assert add.__annotations__ == {"a": "int", "b": "str", "return": "int"}
 
 
 def test_which_mutants_change_annotations_alone():
@@ -111,8 +178,9 @@ def test_unread_annotations_are_equivalent_and_read_ones_run(tmp_path, case):
         assert {r["mode"] for r in on_add} == {"equivalent"}
         assert {r["verdict"] for r in on_add} == {"survived"}
     else:  # something read them: each runs, and sees the new text
-        assert "equivalent" not in {r["mode"] for r in on_add}
+        assert {r["mode"] for r in on_add} == {"annotate" if case == "read" else "reload"}
         assert {r["verdict"] for r in on_add} == {"killed"}
-    if case == "read":
+    if case == "read":  # the two tests that read them ran, and the second killed it
+        assert {tuple(r["killed_by"]) for r in on_add} == {("test_calc.py::test_text",)}
         box = [r for r in rows if r["line"] == 9 and "BitOr" in r["operator"]]
         assert box and {r["mode"] for r in box} == {"equivalent"}  # Box.get's: unread

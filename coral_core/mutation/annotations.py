@@ -98,3 +98,33 @@ def changed_annotations(source: str, mutant: str) -> set[Key] | None:
     if not changed or _stripped(tree) != stripped:
         return None
     return changed
+
+
+def mutant_annotations(mutant: str, keys: set[Key]) -> dict[Key, dict[str, str]] | None:
+    """The `__annotations__` each of `keys`' functions has in the mutant: the strings
+    CPython's compiler makes of them, got by compiling each def alone with its body,
+    defaults and decorators left out (a string depends on its annotation's tree only, so
+    nothing of the module runs). None when a key has no def."""
+    import __future__
+
+    wanted = {_key(node): node for node in _defs(parsing.parse(mutant))}
+    found: dict[Key, dict[str, str]] = {}
+    for key in keys:
+        node = wanted.get(key)
+        if node is None:
+            return None
+        stub = ast.FunctionDef(
+            name=node.name, args=ast.arguments(
+                posonlyargs=node.args.posonlyargs, args=node.args.args,
+                vararg=node.args.vararg, kwonlyargs=node.args.kwonlyargs,
+                kw_defaults=[None] * len(node.args.kwonlyargs), kwarg=node.args.kwarg,
+                defaults=[]),
+            body=[ast.Pass()], decorator_list=[], returns=node.returns,
+            **({"type_params": []} if "type_params" in ast.FunctionDef._fields else {}))
+        module = ast.fix_missing_locations(ast.Module(body=[stub], type_ignores=[]))
+        code = parsing.compile_tree(module, "<annotations>", "exec",
+                                    __future__.annotations.compiler_flag)
+        namespace: dict = {}
+        exec(code, namespace)  # nosec B102 - a def with a `pass` body and no defaults
+        found[key] = dict(namespace[node.name].__annotations__)
+    return found

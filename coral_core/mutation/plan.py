@@ -48,7 +48,7 @@ class Plan:
     source: str | None = None          # None: no mutation was possible (cosmic-ray's no-test)
     error: str | None = None           # cosmic-ray's mutation machinery raised: incompetent
     compiles: bool = True              # a mutant that does not compile is killed by collection
-    mode: str = "reload"               # swap | reload | exact | uncovered | equivalent
+    mode: str = "reload"               # swap | annotate | reload | exact | uncovered | equivalent
     tests: list[str] | None = None     # None: every test
     timeout: float = 0.0               # wall-clock seconds
     cpu_limit: float = 0.0             # CPU seconds (relative mode; 0: none)
@@ -56,6 +56,9 @@ class Plan:
     # The exact path: {"tests": [...] or None (all), "timeout": s, "cpu_limit": s}
     exact: dict | None = None          # run after the in-memory tests let the mutant live
     recheck: dict | None = None        # run instead when its in-memory run saw the disk
+    # The functions whose annotations alone it changes, read in the baseline by the worker's
+    # own tests: a `readers` run may find those tests (`annotate`)
+    annotations: list | None = None
 
 
 def function_bodies(source: str) -> list[tuple[int, int, str]]:
@@ -110,11 +113,13 @@ def make_plans(items: list, source: str, collect_lines: set[int],
                disk_tests: frozenset[str] | set[str] = frozenset(), all_exact: bool = False,
                startup: tuple[float, float] = (0.0, 0.0),
                keep: MutantFilter | None = None,
-               unread: frozenset | set = frozenset()) -> list[Plan]:
+               unread: frozenset | set = frozenset(),
+               watchable: frozenset | set = frozenset()) -> list[Plan]:
     """One Plan per work item. `disk_tests`, `all_exact`: what the audit hook saw (see the
     module's docstring); `startup`: a worker's start-up (CPU seconds, seconds); `keep`: which
     mutants to run (the others are skipped); `unread`: the functions (name, first line)
-    whose annotations the baseline never read (annotations.py)."""
+    whose annotations the baseline never read (annotations.py); `watchable`: those only
+    the worker's own tests read (their readers can be found: `annotate`)."""
     mutator = Mutator(source)
     bodies = function_bodies(source)
     spans = statement_lines(source)
@@ -161,23 +166,19 @@ def make_plans(items: list, source: str, collect_lines: set[int],
         reach = rows.union(*(range(spans[r][0], spans[r][1] + 1) for r in rows if r in spans))
         inside = [b for b in bodies if all(b[0] <= row <= b[1] for row in rows)]
         if not inside or reach & collect_lines:
-            if unread and not disk_tests and _unread_only(source, plan.source, unread):
+            changed = changed_annotations(source, plan.source) \
+                if (unread or watchable) and not disk_tests else None
+            if changed and changed <= unread:
                 plan.mode, plan.tests = "equivalent", []  # survived, proven without a run
                 continue
             plan.mode, plan.tests = "reload", (memory if disk else None)
+            if changed and changed <= set(unread) | set(watchable):
+                plan.annotations = sorted(changed - set(unread))
             selected = memory
         else:
             selected = [test for test in memory if reach & baseline[test]["lines"]]
             plan.mode, plan.tests = ("swap", selected) if selected else ("uncovered", [])
-        if mode == "seed":
-            plan.timeout = max(10.0, 1.5 * suite_seconds)
-        else:
-            extra = RELOAD_SECONDS if plan.mode == "reload" else 0.0
-            cpu = sum(baseline[test]["cpu"] for test in selected)
-            wall = sum(baseline[test]["seconds"] for test in selected)
-            plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
-            plan.timeout = max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit
-                               + RELATIVE_FACTOR * wall + extra)
+        _limit(plan, selected, baseline, mode, suite_seconds)
         chosen = set(selected)
         both = None if plan.mode == "reload" else \
             [test for test in order if test in disk_tests or test in chosen]
@@ -190,10 +191,38 @@ def make_plans(items: list, source: str, collect_lines: set[int],
     return plans
 
 
-def _unread_only(source: str, mutant: str, unread: frozenset | set) -> bool:
-    """The mutant changes nothing but annotations that no code read in the baseline."""
-    changed = changed_annotations(source, mutant)
-    return bool(changed) and changed <= unread
+def _limit(plan: Plan, selected: list[str], baseline: dict[str, dict], mode: str,
+           suite_seconds: float) -> None:
+    """The mutant's timeouts, from the baseline of the tests it runs in memory."""
+    if mode == "seed":
+        plan.timeout = max(10.0, 1.5 * suite_seconds)
+        return
+    extra = RELOAD_SECONDS if plan.mode == "reload" else 0.0
+    cpu = sum(baseline[test]["cpu"] for test in selected)
+    wall = sum(baseline[test]["seconds"] for test in selected)
+    plan.cpu_limit = max(MIN_TIMEOUT, RELATIVE_FACTOR * cpu + extra)
+    plan.timeout = max(WALL_FLOOR, WALL_SLACK * plan.cpu_limit + RELATIVE_FACTOR * wall + extra)
+
+
+def annotate(plans: list[Plan], readers: dict[tuple[str, int], list[str]],
+             baseline: dict[str, dict], mode: str, suite_seconds: float,
+             startup: tuple[float, float] = (0.0, 0.0)) -> None:
+    """Mutants that change only annotations the worker's tests read run those tests alone
+    (`annotate`), where a `readers` run found, for each changed function, the tests that
+    read it (`readers`: {(name, first line): tests}; a function it could not watch, or
+    that no test read there, leaves the mutant a `reload`)."""
+    order = list(baseline)
+    for plan in plans:
+        if plan.mode != "reload" or not plan.annotations:
+            continue
+        found = [readers.get(tuple(key)) for key in plan.annotations]
+        if not all(found):
+            continue
+        chosen = {test for tests in found for test in tests}
+        selected = [test for test in order if test in chosen]
+        plan.mode, plan.tests = "annotate", selected
+        _limit(plan, selected, baseline, mode, suite_seconds)
+        plan.recheck = _stage(selected, order, baseline, mode, suite_seconds, startup)
 
 
 def _stage(tests: list[str] | None, order: list[str], baseline: dict[str, dict], mode: str,

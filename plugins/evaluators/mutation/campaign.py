@@ -4,6 +4,7 @@ verdict committed to the session (a cosmic-ray WorkDB) as it completes."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import queue
 import random
@@ -20,12 +21,14 @@ from coral_core.files.fileio import read_bytes
 
 from coral_core.mutation import skip_requested
 from coral_core.mutation.filters import MutantFilter, pragma_lines
-from coral_core.mutation.plan import Plan, make_plans
+from coral_core.mutation.plan import Plan, annotate, make_plans
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import file_digest, tests_digest
 from coral_core.mutation.session import Session, Verdict
 from . import incremental
+
+log = logging.getLogger(__name__)
 
 MODULE_BYTES = 16 * 1024 * 1024  # a module to mutate; far above any real one
 
@@ -327,10 +330,13 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         session.set_meta({"annotations_read": sorted(  # what kept mutants from `equivalent`
             {*(session.meta().get("annotations_read", []) if several else []),
              *(f"{module}: {name} (line {line})" for name, line in census["touched"])})})
+        startup = (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds)
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
-                           timeout_mode, suite_seconds, disk_tests, all_exact,
-                           (float(first.hello.get("startup_cpu", 0.0)), first.startup_seconds),
-                           keep, unread)
+                           timeout_mode, suite_seconds, disk_tests, all_exact, startup,
+                           keep, unread, {tuple(k) for k in census.get("watchable", [])})
+        readers = _readers(first, plans, baseline)
+        if readers:
+            annotate(plans, readers, baseline, timeout_mode, suite_seconds, startup)
         runnable = [p for p in plans if p.skip is None and p.error is None
                     and p.source is not None and p.compiles
                     and p.mode not in ("uncovered", "equivalent")]
@@ -376,6 +382,29 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
                 pass
         for worker in pool:
             worker.close()
+
+
+def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict],
+             ) -> dict[tuple[str, int], list[str]]:
+    """{function: the tests that read its annotations} for the functions that mutants
+    changing only annotations change (plugins' readers.py), from one more run of the suite;
+    {} where that run is not the baseline's own (a test fails or ends otherwise, a process
+    it started could not tell what it read, it saw the disk)."""
+    keys = sorted({tuple(key) for plan in plans if plan.mode == "reload"
+                   for key in plan.annotations or ()})
+    if not keys:
+        return {}
+    reply = worker.ask({"op": "readers", "id": "readers", "keys": keys, "timeout": 3600})
+    events = reply.get("events", [])
+    tests = [event for event in events if "test" in event]
+    watched = next((event["watched"] for event in events if "watched" in event), [])
+    if reply.get("exit") != 0 or reply.get("timeout") or reply.get("unknown") \
+            or reply.get("disk") or [event["test"] for event in tests] != list(baseline) \
+            or any(event["failed"] for event in tests):
+        log.debug("the annotation readers' run differs from the baseline: mutants reload")
+        return {}
+    return {tuple(key): [event["test"] for event in tests if key in event["read"]]
+            for key in watched}
 
 
 def _dispatch(session, plans, pool, module, pytest_args, project, progress,

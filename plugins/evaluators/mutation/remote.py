@@ -122,7 +122,7 @@ def _first_line(error: BaseException) -> str:
 def ray_spawner(project: Path, leave_out: set[Path], address: str,
                 ) -> tuple[Callable[[Path, list[str], Path], RemoteWorker], Callable[[], None]]:
     """(start a worker, shut down): workers as Ray actors, the project packed once."""
-    from coral_core.executors.ray_cluster import connect, import_ray
+    from coral_core.executors.ray_cluster import connect, import_ray, shutdown as stop
 
     archive = pack_project(project, leave_out)
     started = connect(address)
@@ -135,6 +135,6 @@ def ray_spawner(project: Path, leave_out: set[Path], address: str,
 
     def shutdown() -> None:
         if started:
-            ray.shutdown()
+            stop(ray)
 
     return spawn, shutdown

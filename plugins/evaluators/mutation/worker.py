@@ -53,7 +53,8 @@ import time
 
 import pytest
 
-from coral_plugins.evaluators.mutation import exact, follow, inmemory, probe, procs
+from coral_core.mutation.annotations import changed_annotations, mutant_annotations
+from coral_plugins.evaluators.mutation import exact, follow, inmemory, probe, procs, readers
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
 TICK = 0.05  # seconds between readings of a child's CPU time
@@ -242,7 +243,7 @@ class Worker(_Phases):
         if request["op"] == "baseline" or request.get("mode") != "exact":
             first = self.run_child(lambda write: self.child(request), request,
                                    request.get("timeout"), request.get("cpu_limit"), audit=True)
-            if request["op"] == "baseline" or first.get("aborted"):
+            if request["op"] in ("baseline", "readers") or first.get("aborted"):
                 return first
             seen = first["disk"]
             if seen:  # the mutant's own run saw the disk: its verdict is not proven
@@ -352,8 +353,8 @@ class Worker(_Phases):
         unknown = forked or untold  # or a process could not tell whose annotations it read
         for event in reply.get("events", []):
             if "census" in event and unknown:
-                event["census"]["untouched"] = []
-        reply["id"] = request.get("id")
+                event["census"]["untouched"] = event["census"]["watchable"] = []
+        reply["id"], reply["unknown"] = request.get("id"), unknown
         return reply
 
     def _judge_followed(self, reply: dict) -> bool:
@@ -364,9 +365,12 @@ class Worker(_Phases):
         followed = follow.judge(reply["disk"], self.audit.follow.collect())
         reply["disk"] = followed.events
         for event in reply.get("events", []):
-            if "census" in event:  # annotations its processes read count as read
-                event["census"]["touched"] = sorted(
-                    {tuple(k) for k in event["census"]["touched"]} | followed.touched)
+            if "census" in event:  # annotations its processes read count as read, and
+                census = event["census"]  # which of their tests read them is not known
+                census["touched"] = sorted({tuple(k) for k in census["touched"]}
+                                           | followed.touched)
+                census["watchable"] = sorted({tuple(k) for k in census["watchable"]}
+                                             - followed.touched)
             ran = followed.lines.get(event.get("test"))
             if ran is not None and "lines" in event:
                 event["lines"] = sorted(set(event["lines"]) | ran)
@@ -444,11 +448,18 @@ class Worker(_Phases):
             self.emit({"imported": self._project_files()})
             self.emit({"census": self._census()})
             return code
+        if request["op"] == "readers":  # which tests read these functions' annotations
+            reads: set = set()
+            watched = readers.watch(readers.by_key(self.swap.functions), request["keys"],
+                                    reads) if self.swap is not None else []
+            self.emit({"watched": watched})
+            return self.run_items(self.items, trace=False, reads=reads)
         wanted = request.get("tests")
         if self.audit.follow is not None:  # the processes its tests start import the mutant
             self.audit.follow.serve(request["source"])
-        if request["mode"] == "swap":
-            if self.swap is None or not self._swap(request["source"]):
+        if request["mode"] in ("swap", "annotate"):
+            apply = self._swap if request["mode"] == "swap" else self._annotate
+            if self.swap is None or not apply(request["source"]):
                 self.emit({"fallback": "reload"})
                 return self.reload(request)
             chosen = set(wanted) if wanted is not None else None
@@ -460,24 +471,27 @@ class Worker(_Phases):
         return self.reload(request)
 
     def _census(self) -> dict:
-        """Whose annotations the baseline left unread (coral_core.mutation.annotations):
-        none is known unread where the module's live code is not what its text compiles to
+        """Whose annotations the baseline left unread (coral_core.mutation.annotations), and
+        (`watchable`) those read whose readers a `readers` run may find (readers.py):
+        none is known where the module's live code is not what its text compiles to
         (an import hook such as typeguard's may evaluate annotations in the code), or where
         the project's own pytest hooks run after the last test (this child ends before)."""
         filename = getattr(self.module, "__file__", None)
         census = probe.annotation_census(lambda f: f == filename) if filename else None
         if census is None or self.swap is None:
-            return {"untouched": [], "touched": []}
+            return {"untouched": [], "touched": [], "watchable": []}
         untouched, touched = census
         late = ("pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure")
         config = self.items[0].config if self.items else None
         plugins = config.pluginmanager.get_plugins() if config is not None else ()
+        watchable = touched
         if any(self._inside(getattr(plugin, "__file__", None)) and any(
                 hasattr(plugin, hook) for hook in late) for plugin in plugins):
-            untouched = []
+            untouched = watchable = []
         rebuilt = self.swap.rebuilt
         return {"untouched": [k for k in untouched if tuple(k) not in rebuilt],
-                "touched": touched}
+                "touched": touched,
+                "watchable": [k for k in watchable if tuple(k) not in rebuilt]}
 
     def _inside(self, path: str | None) -> str | None:
         """`path` relative to the project, or None outside it (a virtual environment inside
@@ -539,10 +553,20 @@ class Worker(_Phases):
         except Exception:  # noqa: B902 - a warning made an error: import it for real
             return False
 
-    def run_items(self, items: list, trace: bool, first: bool = False) -> int:
+    def _annotate(self, source: str) -> bool:
+        """Give the live functions the annotations the mutant gives them (a mutant that
+        changes nothing else: readers.py); False where that cannot be done."""
+        changed = changed_annotations(self.swap.source, source)
+        values = mutant_annotations(source, changed) if changed else None
+        return values is not None and readers.annotate(
+            readers.by_key(self.swap.functions), values)
+
+    def run_items(self, items: list, trace: bool, first: bool = False,
+                  reads: set | None = None) -> int:
         """Run `items` through pytest's whole runtest protocol (its warning filters,
         logging, subtests and plugins apply as in a plain run); with `first`, stop at the
-        first failing test, as `pytest -x` does."""
+        first failing test, as `pytest -x` does; `reads`: the watched annotations each test
+        read (readers.py)."""
         failed = False
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
@@ -550,6 +574,8 @@ class Worker(_Phases):
             begin, begin_cpu = time.perf_counter(), _cpu_tree()
             self.audit.test, self.audit.phase = item.nodeid, "start"
             self.failed = False
+            if reads is not None:
+                reads.clear()
             if tracer:
                 tracer.start()
             try:
@@ -565,6 +591,8 @@ class Worker(_Phases):
                      "cpu": max(0.0, _cpu_tree() - begin_cpu)}
             if tracer:
                 event["lines"] = sorted(tracer.lines)
+            if reads is not None:
+                event["read"] = sorted(reads)
             self.emit(event)
             if bad and first:
                 break

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.errors import UserError
-from coral_core.executors.ray_cluster import connect, import_ray
+from coral_core.executors.ray_cluster import connect, import_ray, shutdown
 from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 from .actors import EvaluationWorker, GenerationWorker
@@ -488,7 +488,7 @@ class RayExecutor:
             except Exception:  # already gone
                 pass
         if self.owned:  # a local Ray we started must not outlive us; give it a moment
-            stopper = threading.Thread(target=self.ray.shutdown, daemon=True)
+            stopper = threading.Thread(target=shutdown, args=(self.ray,), daemon=True)
             stopper.start()
             stopper.join(5.0)
 
@@ -512,7 +512,7 @@ class RayExecutor:
             except Exception:
                 pass
         if self.owned and self.ray.is_initialized():
-            self.ray.shutdown()
+            shutdown(self.ray)
 
 
 def _needs_gpu(model: ModelBlueprint) -> bool:
