@@ -7,7 +7,8 @@ semver (src/ layout, conftest.py, `--import-mode=importlib`, `pythonpath` and py
 its ini, decorator-made closures), humanize (src/ layout, `filterwarnings = error`,
 `from __future__ import annotations`), ordered-set (a flat package, doctests in its ini).
 A seeded sample of each library's mutants runs in Coral; cosmic-ray's verdict is computed
-for up to PER_MODE of them per way Coral applied them (swap, reload, exact, uncovered).
+for up to PER_MODE of them per way Coral applied them (swap, annotate, reload, exact,
+uncovered, equivalent).
 Needs the package index (pip download); skipped when it cannot be reached."""
 
 from __future__ import annotations

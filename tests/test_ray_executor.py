@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -95,14 +96,42 @@ def _cpu_hogs(per_core: int = 2) -> Iterator[None]:
 
 
 def _run(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
+    summary, out, _ = _run_with_pid(tmp_path, env, name, config, *extra)
+    return summary, out
+
+
+def _run_with_pid(tmp_path: Path, env: dict, name: str, config: str, *extra: str):
+    """`_run`, and the pid the coral process had."""
     path = tmp_path / f"{name}.toml"
     path.write_text(config)
     out = tmp_path / name
-    result = run_coral("run", "--plugin", "quixbugs", "--config", str(path), "--out", str(out),
-                       "--json", *extra, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "Token authentication is enabled" not in result.stderr  # Ray's notice, each run
-    return json.loads(result.stdout), out
+    command = [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+               "--config", str(path), "--out", str(out), "--json", *extra]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:
+        stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    assert "Token authentication is enabled" not in stderr  # Ray's notice, each run
+    return json.loads(stdout), out, process.pid
+
+
+def _left_of_ray_started_by(pid: int) -> list[str]:
+    """The live head processes (GCS, raylet, monitors, API server) of the local Ray that
+    the coral process `pid` started (its session holds that driver's log): their command
+    lines name the session. (Its workers and agents end with its raylet.)"""
+    root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    sessions = {log.parents[1].name
+                for log in root.glob(f"session_*/logs/python-core-driver-*_{pid}.log")}
+    assert sessions, f"no Ray session of driver {pid} under {root}"
+    left = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if any(session in line for session in sessions):
+                left.append(line[:200])
+    return left
 
 
 def _records(run_dir: Path) -> tuple[list, list]:
@@ -118,10 +147,12 @@ def _records(run_dir: Path) -> tuple[list, list]:
 
 def test_a_grid_on_a_local_ray_equals_the_local_executor(tmp_path, env, cluster):
     """Without --ray-address Coral starts a Ray of its own, even while a `ray start`
-    cluster runs on the machine (Ray alone would join that one)."""
+    cluster runs on the machine (Ray alone would join that one), and stops it at the end
+    (its monitor killed first: ray_cluster.shutdown)."""
     config = GRID.format(problems='["kheapsort", "lcs_length", "next_palindrome"]', samples=3)
     local, local_dir = _run(tmp_path, env, "local", config)
-    on_ray, ray_dir = _run(tmp_path, env, "ray", config, "--executor", "ray")
+    on_ray, ray_dir, pid = _run_with_pid(tmp_path, env, "ray", config, "--executor", "ray")
+    assert _left_of_ray_started_by(pid) == []  # its Ray stopped with it
     assert len(on_ray["trials"]) == 2
     assert timeless(on_ray) == timeless(local)
     assert _records(ray_dir) == _records(local_dir)
