@@ -66,6 +66,17 @@ WRAPPED = functools.wraps(calc.add)(lambda *args: calc.add(*args))
 def test_wrapped():
     assert WRAPPED.__annotations__["a"] == "int | str"
 '''
+# A test that replaces the annotations, with the mutant's strings in them, before another
+# reads them: the second's read is not one of the watched dict's.
+REPLACED = TESTS + '''
+
+def test_copy():
+    calc.add.__annotations__ = dict(calc.add.__annotations__)
+
+
+def test_text():
+    assert calc.add.__annotations__["a"] == "int | str"
+'''
 # A test that the readers' run itself changes (its dict is not a plain one there).
 TYPE = READING + '''
 
@@ -107,7 +118,8 @@ def pytest_sessionfinish(session):
 '''
 CASES = {"unread": (TESTS, None), "read": (READING, None), "fork": (FORKED, None),
          "process": (CHILD, None), "session_hook": (TESTS, LATE_HOOK),
-         "at_collection": (AT_COLLECTION, None), "type": (TYPE, None)}
+         "at_collection": (AT_COLLECTION, None), "type": (TYPE, None),
+         "replaced": (REPLACED, None)}
 
 
 def test_mutant_annotations_are_what_the_compiler_makes():

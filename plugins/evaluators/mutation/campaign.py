@@ -389,7 +389,8 @@ def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict],
     """{function: the tests that read its annotations} for the functions that mutants
     changing only annotations change (plugins' readers.py), from one more run of the suite;
     {} where that run is not the baseline's own (a test fails or ends otherwise, a process
-    it started could not tell what it read, it saw the disk)."""
+    it started could not tell what it read, it saw the disk) or a test replaced a
+    function's annotations (what later tests read of them is not noted)."""
     keys = sorted({tuple(key) for plan in plans if plan.mode == "reload"
                    for key in plan.annotations or ()})
     if not keys:
@@ -400,7 +401,7 @@ def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict],
     watched = next((event["watched"] for event in events if "watched" in event), [])
     if reply.get("exit") != 0 or reply.get("timeout") or reply.get("unknown") \
             or reply.get("disk") or [event["test"] for event in tests] != list(baseline) \
-            or any(event["failed"] for event in tests):
+            or any(event["failed"] or event.get("replaced") for event in tests):
         log.debug("the annotation readers' run differs from the baseline: mutants reload")
         return {}
     return {tuple(key): [event["test"] for event in tests if key in event["read"]]

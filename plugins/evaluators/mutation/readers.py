@@ -75,18 +75,36 @@ def _one_unread(functions: dict[Key, list[types.FunctionType]], key: Key):
     return found[0]
 
 
-def watch(functions: dict[Key, list[types.FunctionType]], keys: Iterable[Key],
-          reads: set) -> list[Key]:
-    """Give each function of `keys` watched annotations; the keys watched (not a function
-    read before the tests, or one that is not alone under its key)."""
-    watched = []
-    for key in keys:
-        function = _one_unread(functions, tuple(key))
-        if function is not None:
-            function.__annotations__ = WatchedAnnotations(function.__annotations__,
-                                                          tuple(key), reads)
-            watched.append(tuple(key))
-    return watched
+class Watch:
+    """A readers run: the functions of `keys` given watched annotations (not one read
+    before the tests, nor one that is not alone under its key), and what each test did."""
+
+    def __init__(self, functions: dict[Key, list[types.FunctionType]], keys: Iterable[Key]):
+        self.reads: set = set()  # the keys read since the last `take`
+        self.held: dict[Key, tuple[types.FunctionType, WatchedAnnotations]] = {}
+        for key in map(tuple, keys):
+            function = _one_unread(functions, key)
+            if function is not None:
+                watched = WatchedAnnotations(function.__annotations__, key, self.reads)
+                function.__annotations__ = watched
+                self.held[key] = (function, watched)
+
+    @property
+    def keys(self) -> list[Key]:
+        return sorted(self.held)
+
+    def take(self) -> list[Key]:
+        """The keys read since the last call."""
+        taken = sorted(self.reads)
+        self.reads.clear()
+        return taken
+
+    def replaced(self) -> bool:
+        """A function's watched annotations were replaced (`f.__annotations__ = ...`, or
+        deleted): what later tests read of them is not noted (reading the attribute
+        itself uses none of the dict's methods)."""
+        return any(function.__annotations__ is not watched
+                   for function, watched in self.held.values())
 
 
 def annotate(functions: dict[Key, list[types.FunctionType]],

@@ -449,11 +449,10 @@ class Worker(_Phases):
             self.emit({"census": self._census()})
             return code
         if request["op"] == "readers":  # which tests read these functions' annotations
-            reads: set = set()
-            watched = readers.watch(readers.by_key(self.swap.functions), request["keys"],
-                                    reads) if self.swap is not None else []
-            self.emit({"watched": watched})
-            return self.run_items(self.items, trace=False, reads=reads)
+            watch = readers.Watch(readers.by_key(self.swap.functions)
+                                  if self.swap is not None else {}, request["keys"])
+            self.emit({"watched": watch.keys})
+            return self.run_items(self.items, trace=False, watch=watch)
         wanted = request.get("tests")
         if self.audit.follow is not None:  # the processes its tests start import the mutant
             self.audit.follow.serve(request["source"])
@@ -562,11 +561,11 @@ class Worker(_Phases):
             readers.by_key(self.swap.functions), values)
 
     def run_items(self, items: list, trace: bool, first: bool = False,
-                  reads: set | None = None) -> int:
+                  watch: readers.Watch | None = None) -> int:
         """Run `items` through pytest's whole runtest protocol (its warning filters,
         logging, subtests and plugins apply as in a plain run); with `first`, stop at the
-        first failing test, as `pytest -x` does; `reads`: the watched annotations each test
-        read (readers.py)."""
+        first failing test, as `pytest -x` does; `watch`: note the watched annotations each
+        test read, and whether it replaced them (readers.py)."""
         failed = False
         for index, item in enumerate(items):
             nextitem = items[index + 1] if index + 1 < len(items) else None
@@ -574,8 +573,8 @@ class Worker(_Phases):
             begin, begin_cpu = time.perf_counter(), _cpu_tree()
             self.audit.test, self.audit.phase = item.nodeid, "start"
             self.failed = False
-            if reads is not None:
-                reads.clear()
+            if watch is not None:
+                watch.take()
             if tracer:
                 tracer.start()
             try:
@@ -591,8 +590,8 @@ class Worker(_Phases):
                      "cpu": max(0.0, _cpu_tree() - begin_cpu)}
             if tracer:
                 event["lines"] = sorted(tracer.lines)
-            if reads is not None:
-                event["read"] = sorted(reads)
+            if watch is not None:
+                event["read"], event["replaced"] = watch.take(), watch.replaced()
             self.emit(event)
             if bad and first:
                 break
