@@ -422,6 +422,41 @@ def test_what_a_ray_run_waits_for_reaches_the_progress_line(capsys):
     assert not [h for h in NOTES.handlers if type(h).__module__ == "coral_cli.progress"]
 
 
+class _SettingsProbe:
+    """An actor that builds one of Coral's actors in its own process, then says which
+    CORAL_* settings that process has."""
+
+    def __init__(self, worker_class, args: tuple, environment: dict):
+        self.worker = worker_class(*args, environment=environment)
+
+    def settings(self) -> dict:
+        return {k: v for k, v in os.environ.items() if k.startswith("CORAL_")}
+
+
+def test_actors_on_a_node_take_the_drivers_coral_settings(cluster):
+    """A node does not share the driver's environment: each actor is given the driver's
+    CORAL_* settings, by its constructor (Ray's runtime environment for them would cost a
+    fresh worker process per actor)."""
+    from ray import cloudpickle
+
+    from coral_plugins.executors.ray.actors import EvaluationWorker, GenerationWorker
+
+    marker = f"CORAL_PROBE_{os.getpid()}"
+    connect(cluster)
+    try:
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        probe = ray.remote(num_cpus=0)(_SettingsProbe)
+        for worker_class, args in ((GenerationWorker, ({},)), (EvaluationWorker, ({}, 1))):
+            actor = probe.remote(worker_class, args, {marker: "from the driver"})
+            assert ray.get(actor.settings.remote(), timeout=300).get(marker) \
+                == "from the driver", worker_class.__name__
+            bare = probe.remote(worker_class, args, {})
+            assert marker not in ray.get(bare.settings.remote(), timeout=300)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        ray.shutdown()
+
+
 def test_ray_is_imported_only_by_a_run_that_names_it(env):
     probe = ("import sys; from coral_core import plugins; plugins.registry(); "
              "import coral_cli.app; print('ray' in sys.modules)")

@@ -60,9 +60,18 @@ def _reachable(address: str) -> None:
 
 
 def coral_environment() -> dict[str, str]:
-    """What Coral's own settings are on the driver (CORAL_*), for every worker process:
-    a node of a cluster does not share the driver's environment."""
+    """What Coral's own settings are on the driver (CORAL_*), for every actor: a node of a
+    cluster does not share the driver's environment. Each actor is given them (`adopt`),
+    not the job's runtime environment: Ray starts a fresh worker process for an actor of a
+    job with environment variables of its own instead of taking one it has started ahead,
+    0.55 s of every run here."""
     return {k: v for k, v in os.environ.items() if k.startswith("CORAL_")}
+
+
+def adopt(environment: dict[str, str] | None) -> None:
+    """In an actor, first: the driver's Coral settings (coral_environment), for all that
+    it runs and starts."""
+    os.environ.update(environment or {})
 
 
 def connect(address: str) -> bool:
@@ -80,7 +89,6 @@ def connect(address: str) -> bool:
         return False
     options: dict[str, Any] = {
         "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
-        "runtime_env": {"env_vars": coral_environment()},
     }
     if not address:
         options["num_cpus"] = os.cpu_count() or 1

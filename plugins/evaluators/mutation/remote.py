@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coral_core.errors import UserError
+from coral_core.executors.ray_cluster import adopt, coral_environment
 
 from .workers import WorkerDied, start_worker
 
@@ -56,7 +57,9 @@ def pack_project(project: Path, leave_out: set[Path]) -> bytes:
 class MutationActor:
     """Runs inside a Ray worker process: one warm mutation worker in an unpacked copy."""
 
-    def __init__(self, archive: bytes, module: str, pytest_args: list[str]):
+    def __init__(self, archive: bytes, module: str, pytest_args: list[str],
+                 environment: dict[str, str] | None = None):
+        adopt(environment)
         self.folder = tempfile.mkdtemp(prefix="coral-mutation-")
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as packed:
             packed.extractall(self.folder, filter="data")
@@ -91,7 +94,7 @@ class RemoteWorker:
         self.ray = ray
         name = f"coral-mutation-{uuid.uuid4().hex[:12]}"  # a test or a user can find it
         self.actor = actor_class.options(name=name, namespace="coral").remote(
-            archive, str(module), pytest_args)
+            archive, str(module), pytest_args, coral_environment())
         try:
             self.hello, self.startup_seconds, error = ray.get(self.actor.hello.remote())
         except ray.exceptions.RayError as failure:

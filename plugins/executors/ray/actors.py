@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
+from coral_core.executors.ray_cluster import adopt
 from coral_core.executors.in_process import LocalExecutor
 from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
@@ -16,7 +17,8 @@ from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Tas
 class GenerationWorker:
     """Holds one model (built once per blueprint digest) and swaps adapters per batch."""
 
-    def __init__(self, settings: Mapping[str, Any]):
+    def __init__(self, settings: Mapping[str, Any], environment: dict[str, str] | None = None):
+        adopt(environment)
         self.local = LocalExecutor(settings)
 
     def prepare(self, model: ModelBlueprint, adapters: Sequence[str]) -> int:
@@ -36,7 +38,9 @@ class EvaluationWorker:
     them: inside a container os.cpu_count() may be the host's); Ray runs up to
     `max_concurrency` calls at once on threads, as the local executor's thread pool does."""
 
-    def __init__(self, settings: Mapping[str, Any], workers: int):
+    def __init__(self, settings: Mapping[str, Any], workers: int,
+                 environment: dict[str, str] | None = None):
+        adopt(environment)
         self.workers = workers
         self.local = LocalExecutor({**settings, "workers": workers})
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.errors import UserError
-from coral_core.executors.ray_cluster import connect, import_ray, shutdown
+from coral_core.executors.ray_cluster import connect, coral_environment, import_ray, shutdown
 from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 from .actors import EvaluationWorker, GenerationWorker
@@ -180,7 +180,7 @@ class RayExecutor:
                 members.append(_Member(remote.options(
                     name=name, namespace=NAMESPACE, max_restarts=RESTARTS,
                     max_task_retries=RETRIES, **resources,
-                ).remote(self.settings), name=name))
+                ).remote(self.settings, coral_environment()), name=name))
             self._generators = members
             log.info("%d generation actor(s)%s", count, " on GPUs" if gpus else "")
 
@@ -208,7 +208,7 @@ class RayExecutor:
                     name=name, namespace=NAMESPACE, num_cpus=0,
                     max_concurrency=2 * workers, max_restarts=RESTARTS,
                     max_task_retries=RETRIES, scheduling_strategy=strategy,
-                ).remote(self.settings, workers), name=name))
+                ).remote(self.settings, workers, coral_environment()), name=name))
             self._evaluators = members
             log.info("%d evaluation actor(s) on %d node(s)", count, len(nodes))
 
