@@ -56,8 +56,8 @@ class Plan:
     # The exact path: {"tests": [...] or None (all), "timeout": s, "cpu_limit": s}
     exact: dict | None = None          # run after the in-memory tests let the mutant live
     recheck: dict | None = None        # run instead when its in-memory run saw the disk
-    # The functions whose annotations alone it changes, read in the baseline by the worker's
-    # own tests: a `readers` run may find those tests (`annotate`)
+    # The functions whose annotations alone it changes, each unread in the baseline or read
+    # by the worker's own tests only (a `readers` run may find those tests: `annotate`)
     annotations: list | None = None
 
 
@@ -173,7 +173,7 @@ def make_plans(items: list, source: str, collect_lines: set[int],
                 continue
             plan.mode, plan.tests = "reload", (memory if disk else None)
             if changed and changed <= set(unread) | set(watchable):
-                plan.annotations = sorted(changed - set(unread))
+                plan.annotations = sorted(changed)
             selected = memory
         else:
             selected = [test for test in memory if reach & baseline[test]["lines"]]
@@ -205,18 +205,19 @@ def _limit(plan: Plan, selected: list[str], baseline: dict[str, dict], mode: str
 
 
 def annotate(plans: list[Plan], readers: dict[tuple[str, int], list[str]],
-             baseline: dict[str, dict], mode: str, suite_seconds: float,
-             startup: tuple[float, float] = (0.0, 0.0)) -> None:
+             unread: frozenset | set, baseline: dict[str, dict], mode: str,
+             suite_seconds: float, startup: tuple[float, float] = (0.0, 0.0)) -> None:
     """Mutants that change only annotations the worker's tests read run those tests alone
-    (`annotate`), where a `readers` run found, for each changed function, the tests that
-    read it (`readers`: {(name, first line): tests}; a function it could not watch, or
-    that no test read there, leaves the mutant a `reload`)."""
+    (`annotate`), where a `readers` run found, for each changed function not in `unread`,
+    the tests that read it (`readers`: {(name, first line): tests}; a function it could
+    not watch, or that no test read there, leaves the mutant a `reload`)."""
     order = list(baseline)
     for plan in plans:
         if plan.mode != "reload" or not plan.annotations:
             continue
-        found = [readers.get(tuple(key)) for key in plan.annotations]
-        if not all(found):
+        found = [readers.get(tuple(key)) for key in plan.annotations
+                 if tuple(key) not in unread]
+        if not found or not all(found):
             continue
         chosen = {test for tests in found for test in tests}
         selected = [test for test in order if test in chosen]

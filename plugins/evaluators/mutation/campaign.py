@@ -334,9 +334,9 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         plans = make_plans(pending, source, set(first.hello["collect_lines"]), baseline,
                            timeout_mode, suite_seconds, disk_tests, all_exact, startup,
                            keep, unread, {tuple(k) for k in census.get("watchable", [])})
-        readers = _readers(first, plans, baseline)
+        readers = _readers(first, plans, baseline, unread)
         if readers:
-            annotate(plans, readers, baseline, timeout_mode, suite_seconds, startup)
+            annotate(plans, readers, unread, baseline, timeout_mode, suite_seconds, startup)
         runnable = [p for p in plans if p.skip is None and p.error is None
                     and p.source is not None and p.compiles
                     and p.mode not in ("uncovered", "equivalent")]
@@ -384,7 +384,7 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
             worker.close()
 
 
-def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict],
+def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict], unread: set,
              ) -> dict[tuple[str, int], list[str]]:
     """{function: the tests that read its annotations} for the functions that mutants
     changing only annotations change (plugins' readers.py), from one more run of the suite;
@@ -392,7 +392,7 @@ def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict],
     it started could not tell what it read, it saw the disk) or a test replaced a
     function's annotations (what later tests read of them is not noted)."""
     keys = sorted({tuple(key) for plan in plans if plan.mode == "reload"
-                   for key in plan.annotations or ()})
+                   for key in plan.annotations or ()} - unread)
     if not keys:
         return {}
     reply = worker.ask({"op": "readers", "id": "readers", "keys": keys, "timeout": 3600})
@@ -425,7 +425,7 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
             request = {"op": "mutant", "id": plan.job_id, "mode": plan.mode,
                        "source": plan.source, "tests": plan.tests, "timeout": plan.timeout,
                        "cpu_limit": plan.cpu_limit, "exact": plan.exact,
-                       "recheck": plan.recheck}
+                       "recheck": plan.recheck, "annotations": plan.annotations}
             try:
                 reply = pool[index].ask(request)
             except WorkerDied:  # a mutant took its worker down: start another, retry once

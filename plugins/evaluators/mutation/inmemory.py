@@ -67,7 +67,6 @@ class Swap:
 
     def __init__(self, filename: str, source: str):
         self.filename = filename
-        self.source = source
         with warnings.catch_warnings():  # its warnings were the import's business
             warnings.simplefilter("ignore")
             self.original = compile(source, filename, "exec", dont_inherit=True)

@@ -53,7 +53,7 @@ import time
 
 import pytest
 
-from coral_core.mutation.annotations import changed_annotations, mutant_annotations
+from coral_core.mutation.annotations import mutant_annotations
 from coral_plugins.evaluators.mutation import exact, follow, inmemory, probe, procs, readers
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
@@ -457,8 +457,10 @@ class Worker(_Phases):
         if self.audit.follow is not None:  # the processes its tests start import the mutant
             self.audit.follow.serve(request["source"])
         if request["mode"] in ("swap", "annotate"):
-            apply = self._swap if request["mode"] == "swap" else self._annotate
-            if self.swap is None or not apply(request["source"]):
+            applied = self.swap is not None and (
+                self._swap(request["source"]) if request["mode"] == "swap"
+                else self._annotate(request["source"], request.get("annotations") or []))
+            if not applied:
                 self.emit({"fallback": "reload"})
                 return self.reload(request)
             chosen = set(wanted) if wanted is not None else None
@@ -552,11 +554,11 @@ class Worker(_Phases):
         except Exception:  # noqa: B902 - a warning made an error: import it for real
             return False
 
-    def _annotate(self, source: str) -> bool:
-        """Give the live functions the annotations the mutant gives them (a mutant that
-        changes nothing else: readers.py); False where that cannot be done."""
-        changed = changed_annotations(self.swap.source, source)
-        values = mutant_annotations(source, changed) if changed else None
+    def _annotate(self, source: str, keys: list) -> bool:
+        """Give the functions of `keys`, whose annotations alone the mutant changes (the
+        plan found them), the annotations it gives them (readers.py); False where that
+        cannot be done."""
+        values = mutant_annotations(source, {tuple(key) for key in keys}) if keys else None
         return values is not None and readers.annotate(
             readers.by_key(self.swap.functions), values)
 
