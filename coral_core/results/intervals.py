@@ -9,6 +9,7 @@ and two runs' intervals say whether their difference could be chance.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Mapping, Sequence
 
@@ -32,13 +33,13 @@ def bootstrap(columns: Mapping[str, Sequence[float]], seed: int,
         raise ValueError("every column needs one value per problem")
     size = sizes.pop()
     rng = random.Random(derive_seed("bootstrap", seed))
+    population = range(size)
+    getters = {name: list(values).__getitem__ for name, values in columns.items()}
     means: dict[str, list[float]] = {name: [] for name in columns}
     for _ in range(resamples):
-        counts = [0] * size
-        for _ in range(size):
-            counts[rng.randrange(size)] += 1
-        for name, values in columns.items():
-            means[name].append(sum(c * v for c, v in zip(counts, values) if c) / size)
+        drawn = rng.choices(population, k=size)
+        for name, value_at in getters.items():  # fsum: exact, whatever the draws' order
+            means[name].append(math.fsum(map(value_at, drawn)) / size)
     tail = (1.0 - level) / 2
     low_at, high_at = int(tail * (resamples - 1)), round((1.0 - tail) * (resamples - 1))
     result = {}
@@ -66,8 +67,13 @@ def summary_intervals(problems: Sequence[Mapping[str, Any]], pass_ks: Sequence[s
     other = {f"objective:{name}": [p["objectives"].get(name, 0.0) for p in counted]
              for name in objectives}
     other["fitness"] = [p["fitness"] for p in counted]
-    passes = bootstrap(pass_columns, seed) if succeeding else {}
-    others = bootstrap(other, seed) if counted else {}
+    if succeeding and len(succeeding) == len(counted):  # the same problems: one set of draws
+        drawn = bootstrap({**{f"pass@{k}": v for k, v in pass_columns.items()}, **other}, seed)
+        passes = {k: drawn[f"pass@{k}"] for k in pass_columns}
+        others = drawn
+    else:
+        passes = bootstrap(pass_columns, seed) if succeeding else {}
+        others = bootstrap(other, seed) if counted else {}
     return {
         "level": LEVEL, "method": "bootstrap over problems", "resamples": RESAMPLES,
         "seed": seed,

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import queue
 import threading
 import weakref
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
@@ -149,6 +151,9 @@ class TrialRun:
         self.fail_fast = plan.config["run"]["fail_fast"]
         self.adapter = plan.config["model"]["adapter"] or None
         self.pending: dict[Future, tuple[Task, GenerationRecord]] = {}
+        # every future of this trial, once done: the driver handles each completion once,
+        # instead of scanning all that are pending (thousands, on a large set) at each one
+        self._finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
         self._warned: set[str] = set()  # the distinct scoring errors said one by one
         self._said_more = False
 
@@ -202,24 +207,32 @@ class TrialRun:
         try:
             generating: dict[Future, tuple[list[tuple[Task, int]], list[GenerationRequest]]]
             generating = {}
-            queue = list(batches)
+            waiting = deque(batches)
             while True:
-                while len(generating) < slots and queue:
-                    chunk = queue.pop(0)
+                while len(generating) < slots and waiting:
+                    chunk = waiting.popleft()
                     requests = [self.request(task, i) for task, i in chunk]
                     future = pool.submit(self.executor.generate, self.plan.model, requests)
                     generating[future] = (chunk, requests)
+                    future.add_done_callback(self._finished.put)
                 if not generating and not self.pending:
                     return
-                done, _ = wait(list(self.pending) + list(generating),
-                               return_when=FIRST_COMPLETED)
-                for future in [f for f in generating if f in done]:
-                    chunk, requests = generating.pop(future)
-                    outputs = future.result()
-                    self._note("generate", "")
-                    for task, record in self._store_generations(chunk, requests, outputs):
-                        self._submit(task, record)
-                self._collect()
+                done = [self._finished.get()]
+                while True:  # and whatever else completed meanwhile, in one round
+                    try:
+                        done.append(self._finished.get_nowait())
+                    except queue.Empty:
+                        break
+                for future in done:
+                    if future in generating:
+                        chunk, requests = generating.pop(future)
+                        outputs = future.result()
+                        self._note("generate", "")
+                        for task, record in self._store_generations(chunk, requests, outputs):
+                            self._submit(task, record)
+                for future in done:
+                    if future in self.pending:
+                        self._collect(future)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -259,18 +272,18 @@ class TrialRun:
     def _submit(self, task: Task, record: GenerationRecord) -> None:
         future = self.executor.submit(self.plan.scoring, task, record.text)
         self.pending[future] = (task, record)
+        future.add_done_callback(self._finished.put)
 
-    def _collect(self) -> None:
-        """Record every evaluation that has completed (without waiting)."""
-        for future in [f for f in self.pending if f.done()]:
-            task, generation = self.pending.pop(future)
-            try:
-                scored = future.result()
-            except UserError:
-                raise
-            except Exception as error:  # an executor that returns the exception itself
-                scored = failed_candidate(task, error)
-            self._record(task, generation, scored)
+    def _collect(self, future: Future) -> None:
+        """Record a completed evaluation."""
+        task, generation = self.pending.pop(future)
+        try:
+            scored = future.result()
+        except UserError:
+            raise
+        except Exception as error:  # an executor that returns the exception itself
+            scored = failed_candidate(task, error)
+        self._record(task, generation, scored)
 
     def _record(self, task: Task, generation: GenerationRecord, scored: ScoredCandidate) -> None:
         error = scored.details.get("error")
