@@ -4,7 +4,8 @@ distributions lay them out (pip downloads them), chosen for their layouts: pytho
 a CLI run in subprocesses), semver (src/ layout, conftest.py, `--import-mode=importlib`,
 `pythonpath` and pytest-cov in its ini, decorator-made closures), humanize (src/ layout,
 `filterwarnings = error`, `from __future__ import annotations`), ordered-set (a flat
-package, doctests in its ini)."""
+package, doctests in its ini), inflection (the module is a package's `__init__`, its one
+test file lies beside the package, nearly every test parametrized)."""
 
 from __future__ import annotations
 
@@ -40,4 +41,6 @@ LIBRARIES = {library.requirement.split("==")[0]: library for library in [
             ("tests/test_number.py",), ("src",), 0.05),
     Library("ordered-set==4.1.0", "ordered-set-4.1.0", "ordered_set/__init__.py", ("test",),
             (), 0.15),
+    Library("inflection==0.5.1", "inflection-0.5.1", "inflection/__init__.py",
+            ("test_inflection.py",), (".",), 0.05),
 ]}

@@ -5,7 +5,9 @@ The libraries were chosen for their layouts: python-slugify (a package whose `__
 star-imports the module, relative imports, unittest subTest and a CLI run in subprocesses),
 semver (src/ layout, conftest.py, `--import-mode=importlib`, `pythonpath` and pytest-cov in
 its ini, decorator-made closures), humanize (src/ layout, `filterwarnings = error`,
-`from __future__ import annotations`), ordered-set (a flat package, doctests in its ini).
+`from __future__ import annotations`), ordered-set (a flat package, doctests in its ini),
+inflection (the module is a package's `__init__`, its one test file beside the package,
+nearly every test parametrized).
 A seeded sample of each library's mutants runs in Coral; cosmic-ray's verdict is computed
 for up to PER_MODE of them per way Coral applied them (swap, annotate, reload, exact,
 uncovered, equivalent).

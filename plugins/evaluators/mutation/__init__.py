@@ -6,7 +6,8 @@ timeout): `worker` (the pre-warmed forking pytest worker), `workers` (talking to
 `campaign` (`coral mutation run`: every mutant of a module), `score` (scores and intervals),
 `gate` (the reliability gate, evaluator `mutation_gate`), `audit` (does a test see the
 module's file?), `exact` and `exact_report` (the exact path: the mutant written into a copy
-of the project), `procs` (process trees: nothing a test starts outlives its mutant's run).
+of the project), `procs` (process trees: nothing a test starts outlives its mutant's run),
+`hypothesis_runs` (Hypothesis tests: seeded, an example database of each run's own).
 Importing this package is cheap:
 cosmic-ray and pytest are imported only when mutation testing runs.
 """

@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
+from coral_plugins.evaluators.mutation.hypothesis_runs import seed
+
 _FD = int(os.environ.pop("CORAL_MUTATION_EVENTS_FD", "-1"))
 _PID = os.getpid()
 if _FD >= 0:
@@ -37,6 +41,11 @@ def _send(message: dict) -> None:
             data = data[os.write(_FD, data):]
     except OSError:
         pass
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    seed(config)  # Hypothesis's examples: the worker's, every run
 
 
 def pytest_runtest_logreport(report) -> None:

@@ -54,7 +54,8 @@ import time
 import pytest
 
 from coral_core.mutation.annotations import mutant_annotations
-from coral_plugins.evaluators.mutation import exact, follow, inmemory, probe, procs, readers
+from coral_plugins.evaluators.mutation import (exact, follow, hypothesis_runs, inmemory, probe,
+                                               procs, readers)
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
 
 TICK = 0.05  # seconds between readings of a child's CPU time
@@ -113,6 +114,10 @@ class _Phases:
     reach every test that shares the fixture."""
 
     audit: Audit
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config):
+        hypothesis_runs.seed(config)  # the worker's session, and a reload-mode child's
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -285,6 +290,7 @@ class Worker(_Phases):
             os.set_inheritable(write, True)
             env = dict(self.environ, CORAL_MUTATION_EVENTS_FD=str(write), PWD=copy,
                        CORAL_MUTATION_COPY=json.dumps([self.project, copy]))
+            env[hypothesis_runs.STORAGE] = os.environ[hypothesis_runs.STORAGE]  # this child's
             if env.get("PYTHONPATH"):  # an entry into the project: the same one in the copy
                 env["PYTHONPATH"] = os.pathsep.join(
                     exact.in_copy(entry, self.project, copy)
@@ -317,8 +323,13 @@ class Worker(_Phases):
             os.dup2(devnull, target)
         os.close(devnull)
         os.register_at_fork(after_in_child=_closer([write]))  # a test's fork: not its pipe
+        hypothesis_runs.fresh_storage(self._storage(os.getpid()))
         self.audit.test, self.audit.phase = "", "start"
         self.audit.on = audit
+
+    def _storage(self, pid: int) -> str:
+        """The folder a child's run may store in (Hypothesis's examples): its own."""
+        return os.path.join(self.scratch, "storage", str(pid))
 
     def run_child(self, body, request: dict, timeout, cpu_limit, audit: bool) -> dict:
         """Fork a child that runs `body(write)` and exits with what it returns; supervise it
@@ -346,6 +357,7 @@ class Worker(_Phases):
         finally:
             os.close(read)
             procs.kill_descendants(os.getpid(), self.keep)
+            shutil.rmtree(self._storage(pid), ignore_errors=True)
         seen = self.audit.since(offset)
         reply["disk"] = [event for event in seen if "fork" not in event]
         forked = len(reply["disk"]) < len(seen)  # what a test's fork read is unseen
@@ -663,6 +675,7 @@ def main(argv: list[str]) -> int:
     os.register_at_fork(after_in_child=_closer([requests, replies]))
     audit = Audit(module_path, _audit_file())
     scratch = scratch or tempfile.mkdtemp(prefix="coral-mutation-")
+    hypothesis_runs.fresh_storage(os.path.join(scratch, "storage", "worker"))  # collection's
     worker = Worker(module_path, requests, replies, pytest_args, audit, scratch)
     # after the Worker kept the user's environment (the exact path's): the processes the
     # tests start from here on report what they run (follow.py)
