@@ -49,11 +49,12 @@ def test_source_and_small_values(x):
 def _run(project: Path, workers: int) -> dict[tuple[str, int], str]:
     done = subprocess.run(CORAL + ["mutation", "run", "--module", "m.py", "--tests",
                                    "test_m.py", "--session", "s.sqlite", "--fresh",
+                                   "--operator", "core/NumberReplacer",  # the constants
                                    "--workers", str(workers), "--json"],
                           cwd=project, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return {(row["operator"], row["occurrence"]): row["verdict"]
-            for row in json.loads(done.stdout)["mutants"]}
+            for row in json.loads(done.stdout)["mutants"] if row["verdict"] != "skipped"}
 
 
 @pytest.mark.slow
@@ -70,4 +71,4 @@ def test_hypothesis_verdicts_repeat_and_equal_cosmic_rays_seeded(tmp_path):
     assert sorted(p.name for p in (project / ".hypothesis").rglob("*")) == ["examples", "kept"]
     assert verdicts == mutation_oracle.verdicts(
         project, "m.py", ["--hypothesis-seed=0", "test_m.py"], sorted(verdicts))
-    assert "killed" in verdicts.values()
+    assert len(verdicts) >= 4 and "killed" in verdicts.values()

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from coral_plugins.evaluators.mutation.hypothesis_runs import seed
+from coral_plugins.evaluators.mutation.hypothesis_runs import seed_option
 
 _FD = int(os.environ.pop("CORAL_MUTATION_EVENTS_FD", "-1"))
 _PID = os.getpid()
@@ -45,7 +45,7 @@ def _send(message: dict) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config) -> None:
-    seed(config)  # Hypothesis's examples: the worker's, every run
+    seed_option(config)  # Hypothesis's examples: the worker's, every run
 
 
 def pytest_runtest_logreport(report) -> None:

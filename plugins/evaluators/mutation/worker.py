@@ -116,10 +116,6 @@ class _Phases:
     audit: Audit
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_configure(self, config):
-        hypothesis_runs.seed(config)  # the worker's session, and a reload-mode child's
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
         self.audit.phase = "setup"
 
@@ -177,6 +173,7 @@ class Worker(_Phases):
         self.events_fd = -1
         self.copy: str | None = None
         self.original = b""
+        self.hypothesis = False  # the tests use Hypothesis (hypothesis_runs)
 
     # -- pytest hooks ---------------------------------------------------------------------
     def pytest_collectreport(self, report):
@@ -190,6 +187,7 @@ class Worker(_Phases):
 
     def pytest_collection_finish(self, session):
         self.tracer.stop()
+        self.hypothesis = hypothesis_runs.seed_collected()
         self.collect_lines = set(self.tracer.lines)
         self.items = list(session.items)
         names = []
@@ -291,6 +289,8 @@ class Worker(_Phases):
             env = dict(self.environ, CORAL_MUTATION_EVENTS_FD=str(write), PWD=copy,
                        CORAL_MUTATION_COPY=json.dumps([self.project, copy]))
             env[hypothesis_runs.STORAGE] = os.environ[hypothesis_runs.STORAGE]  # this child's
+            if self.hypothesis:
+                env[hypothesis_runs.USED] = "1"
             if env.get("PYTHONPATH"):  # an entry into the project: the same one in the copy
                 env["PYTHONPATH"] = os.pathsep.join(
                     exact.in_copy(entry, self.project, copy)
