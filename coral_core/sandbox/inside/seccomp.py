@@ -155,9 +155,36 @@ def build_alone(pid, machine=None):
     return b"".join(program)
 
 
+_ALONE = []  # [(filter, offsets of its pid)]: made by the worker (prepare_alone)
+
+
+def prepare_alone():
+    """In the worker, before any fork: build_alone's program, wrapped for prctl, with the
+    places of the pid noted (the two builds differ only there). A child then writes its pid
+    in and installs it: building it there cost ~0.3 ms of page faults a job."""
+    one, two = build_alone(1), build_alone(2)
+    if one is None or two is None:
+        return
+    try:
+        made = Filter(one)
+    except (ImportError, OSError, AttributeError):
+        return
+    places = [at + 4 for at in range(0, len(one), 8) if one[at:at + 8] != two[at:at + 8]]
+    _ALONE.append((made, places))
+
+
 def confine_alone():
     """Install build_alone's filter for this process; True when it is in place."""
-    return _install(build_alone(os.getpid()))
+    if not _ALONE:
+        return _install(build_alone(os.getpid()))
+    made, places = _ALONE[0]
+    pid = os.getpid()
+    for at in places:
+        struct.pack_into("I", made.code, at, pid)
+    try:
+        return made.install()
+    except (OSError, AttributeError):
+        return False
 
 
 def _install(program):
@@ -178,8 +205,8 @@ class Filter:
         class _Program(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-        self._code = ctypes.create_string_buffer(program, len(program))
-        self._program = _Program(len(program) // 8, ctypes.addressof(self._code))
+        self.code = ctypes.create_string_buffer(program, len(program))
+        self._program = _Program(len(program) // 8, ctypes.addressof(self.code))
         self._pointer = ctypes.byref(self._program)
 
     def install(self):
