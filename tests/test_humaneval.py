@@ -156,6 +156,18 @@ def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):
         assert evaluator.verdict(Candidate(task, completion), context).result.startswith(result)
 
 
+def test_a_test_that_draws_random_inputs_gives_the_same_verdict_every_check(context,
+                                                                             data_dir):
+    """HumanEval/53's test draws 100 pairs from `random` unseeded: this program is wrong
+    for 7 x values in 1001, so about half of all draws catch it. Seeded, every check sees
+    the same pairs (unseeded, six checks agree about 3 times in 100)."""
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/53"])[0]
+    every = HumanEvalEvaluator(dedupe=False)
+    wrong = "    return x + y + (x % 144 == 0 and x > 0)\n"
+    verdicts = {every.verdict(Candidate(task, wrong), context).result for _ in range(6)}
+    assert len(verdicts) == 1, verdicts
+
+
 def test_an_identical_program_is_checked_once_unless_dedupe_is_off(context, data_dir,
                                                                    monkeypatch):
     """Every correct infill of a task's holes is the same program: with the same test,
