@@ -156,8 +156,7 @@ def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):
         assert evaluator.verdict(Candidate(task, completion), context).result.startswith(result)
 
 
-def test_a_test_that_draws_random_inputs_gives_the_same_verdict_every_check(context,
-                                                                             data_dir):
+def test_a_test_drawing_random_inputs_gives_one_verdict_every_check(context, data_dir):
     """HumanEval/53's test draws 100 pairs from `random` unseeded: this program is wrong
     for 7 x values in 1001, so about half of all draws catch it. Seeded, every check sees
     the same pairs (unseeded, six checks agree about 3 times in 100)."""

@@ -105,3 +105,63 @@ def test_the_workers_modules_get_bytecode_unless_writing_it_is_off(tmp_path, mon
     os.utime(source, (future, future))
     write()  # stale: written again
     assert worker.stat().st_mtime_ns != before
+
+
+def test_a_program_drawing_from_random_unseeded_draws_the_same_in_every_job(data_dir):
+    """Every job's process is a fork of a worker whose `random` was seeded once (its at-fork
+    reseed is not registered there): the same program gets the same numbers in every job,
+    worker and run, as the same seed must give the same run."""
+    from dataclasses import replace
+
+    from coral_core.sandbox import Job
+
+    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
+    spec = replace(task.execution, cases=task.execution.cases[:1])
+    program = ("import random\n\n\ndef bitcount(n):\n"
+               "    return [random.random(), random.getrandbits(60)]\n")
+    policy = SandboxPolicy()
+    drawn = []
+    for _ in range(2):
+        with Sandbox(policy, workers=2) as sandbox:
+            jobs = [sandbox.submit(Job.build(spec, program, policy)) for _ in range(4)]
+            drawn += [repr(job.result().steps[0].records) for job in jobs]
+    assert len(set(drawn)) == 1 and drawn[0], drawn
+
+
+def test_threads_work_in_a_job_though_the_worker_skipped_threadings_fork_hook(data_dir):
+    """threading's at-fork hook rebuilds its locks in a child, for locks another thread
+    held at the fork; the worker has no other thread, so it is not registered there. A
+    program's threads, a thread pool and a fork of its own still work."""
+    from dataclasses import replace
+
+    from coral_core.sandbox import Job
+
+    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
+    spec = replace(task.execution, cases=task.execution.cases[:2])
+    program = (
+        "import os, threading\n"
+        "from concurrent.futures import ThreadPoolExecutor\n\n\n"
+        "def bitcount(n):\n"
+        "    seen = []\n"
+        "    worker = threading.Thread(target=lambda: seen.append(bin(n).count('1')))\n"
+        "    worker.start()\n"
+        "    worker.join()\n"
+        "    with ThreadPoolExecutor(2) as pool:\n"
+        "        pooled = sum(pool.map(lambda b: b == '1', bin(n)))\n"
+        "    read, write = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        done = threading.Thread(target=lambda: os.write(write, b'1'))\n"
+        "        done.start()\n"
+        "        done.join()\n"
+        "        os._exit(0)\n"
+        "    os.waitpid(pid, 0)\n"
+        "    assert os.read(read, 1) == b'1'\n"
+        "    assert threading.current_thread() is threading.main_thread()\n"
+        "    return seen[0] if seen[0] == pooled else -1\n")
+    policy = SandboxPolicy()
+    with Sandbox(policy, workers=1) as sandbox:
+        result = sandbox.run(Job.build(spec, program, policy))
+    assert [s.status for s in result.steps] == ["ok", "ok"], result
+    assert [s.records for s in result.steps] == [
+        (bin(case.step.args[0]).count("1"),) for case in spec.cases], result

