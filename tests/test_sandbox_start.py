@@ -10,10 +10,12 @@ import sys
 import threading
 import time
 from concurrent.futures import wait
+from dataclasses import replace
 
 from coral_core.execution import ExecutionContext
-from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_core.sandbox import policy as sandbox_policy
+from coral_core.scoring.program_tests import ExecutionSpec
 from coral_core.types import Candidate
 from coral_plugins.datasets.quixbugs import QuixBugs
 
@@ -107,16 +109,17 @@ def test_the_workers_modules_get_bytecode_unless_writing_it_is_off(tmp_path, mon
     assert worker.stat().st_mtime_ns != before
 
 
+def _bitcount(data_dir, cases: int) -> ExecutionSpec:
+    """QuixBugs' bitcount with its first `cases` test cases: a program to run in a job."""
+    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
+    return replace(task.execution, cases=task.execution.cases[:cases])
+
+
 def test_a_program_drawing_from_random_unseeded_draws_the_same_in_every_job(data_dir):
     """Every job's process is a fork of a worker whose `random` was seeded once (its at-fork
     reseed is not registered there): the same program gets the same numbers in every job,
     worker and run, as the same seed must give the same run."""
-    from dataclasses import replace
-
-    from coral_core.sandbox import Job
-
-    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
-    spec = replace(task.execution, cases=task.execution.cases[:1])
+    spec = _bitcount(data_dir, 1)
     program = ("import random\n\n\ndef bitcount(n):\n"
                "    return [random.random(), random.getrandbits(60)]\n")
     policy = SandboxPolicy()
@@ -132,12 +135,7 @@ def test_threads_work_in_a_job_though_the_worker_skipped_threadings_fork_hook(da
     """threading's at-fork hook rebuilds its locks in a child, for locks another thread
     held at the fork; the worker has no other thread, so it is not registered there. A
     program's threads, a thread pool and a fork of its own still work."""
-    from dataclasses import replace
-
-    from coral_core.sandbox import Job
-
-    task = QuixBugs(data_dir=str(data_dir)).task("bitcount")
-    spec = replace(task.execution, cases=task.execution.cases[:2])
+    spec = _bitcount(data_dir, 2)
     program = (
         "import os, threading\n"
         "from concurrent.futures import ThreadPoolExecutor\n\n\n"
