@@ -238,12 +238,36 @@ def test_relative_limits_come_from_each_tests_cpu_time():
     assert floor.cpu_limit == MIN_TIMEOUT
 
 
+def _kill_every_process_naming(text: str) -> None:
+    """SIGKILL every process with `text` in its command line (as the OOM killer or a
+    container's stop would), and wait until they are gone."""
+    for _ in range(100):
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found.append(entry.name)
+            except OSError:
+                pass
+        if not found:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes naming {text} outlived SIGKILL")
+
+
 def test_resume_after_kill_redoes_nothing_finished(tmp_path):
-    root = project(tmp_path)
+    """...and the scratch folders of the killed run (its worker's copy of the project) are
+    removed by the next run, which leaves none of its own."""
+    root = project(tmp_path / "project")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {"TMPDIR": str(scratch)}
     args = CORAL + ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
                     "--session", "s.sqlite", "--workers", "1", "--json"]
     process = subprocess.Popen(args, cwd=root, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+                               stderr=subprocess.DEVNULL, start_new_session=True,
+                               env=dict(os.environ, **env))
     deadline = time.monotonic() + 120
     finished = 0
     while time.monotonic() < deadline and process.poll() is None:
@@ -258,13 +282,17 @@ def test_resume_after_kill_redoes_nothing_finished(tmp_path):
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    _kill_every_process_naming(str(scratch))  # its worker too (in a session of its own)
+    left = sorted(scratch.glob("coral-mutation-*"))
+    assert left  # a killed process cannot clean up: what it left is the next run's to remove
     with sqlite3.connect(root / "s.sqlite") as db:
         before = dict(db.execute("SELECT job_id, seconds FROM coral_mutants WHERE job_id IN "
                                  "(SELECT job_id FROM work_results)"))
     assert before
     done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
-                 "--session", "s.sqlite", "--resume", "--json")
+                 "--session", "s.sqlite", "--resume", "--json", env=env)
     assert done.returncode == 0, done.stderr
+    assert list(scratch.iterdir()) == []
     summary = json.loads(done.stdout)
     assert summary["completed"] == summary["mutation_num"]
     with sqlite3.connect(root / "s.sqlite") as db:

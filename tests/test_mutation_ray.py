@@ -44,9 +44,12 @@ def test_ray_workers_give_the_local_verdicts(tmp_path):
     assert (remote / "calc.py").read_text() == MODULE  # never rewritten, here or there
 
 
-def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
+def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path, monkeypatch):
     """The progress callback kills the actor that served the first finished mutant: its
-    next mutant is retried on a new actor, and every verdict still equals the local run's."""
+    next mutant is retried on a new actor, and every verdict still equals the local run's.
+    The killed actor's copy of the project is removed by the actors still alive."""
+    import tempfile
+
     import ray
 
     from coral_plugins.evaluators.mutation.campaign import run_mutation
@@ -70,6 +73,11 @@ def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
 
     progress = Killer()
 
+    scratch = tmp_path / "tmp"  # the actors' temporary folder (Ray's workers inherit it)
+    scratch.mkdir()
+    monkeypatch.setenv("RAY_TMPDIR", tempfile.gettempdir())  # Ray's sockets: short paths
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         got = run_mutation(remote / "calc.py", [remote / "test_calc.py"],
@@ -78,6 +86,7 @@ def test_a_killed_actor_is_replaced_and_nothing_is_lost(tmp_path):
     finally:
         ray.shutdown()
     assert killed
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("coral-")] == []
     assert verdicts(remote / "s.sqlite") == verdicts(local / "s.sqlite")
     assert got["counts"] == expected["counts"]
 

@@ -4,7 +4,6 @@ the sandbox starts, removed when the sandbox closes, and never a reason for a jo
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from coral_core.sandbox import Job, Sandbox, SandboxPolicy
 from coral_core.sandbox import cgroups
 from coral_core.sandbox.cgroups import SlotCgroup
+from coral_core.files.scratch import owner_tag
 from coral_plugins.datasets.quixbugs import QuixBugs
 
 POLICY = SandboxPolicy(timeout=2.0, memory_mb=200, max_processes=20)
@@ -42,7 +42,7 @@ def _groups() -> list[Path]:
     for controller in ("memory", "pids", "unified"):
         if controller in mounts and controller in own:
             parent = mounts[controller] / own[controller].lstrip("/")
-            found += sorted(parent.glob(f"coral-{os.getpid()}-*"))
+            found += sorted(parent.glob(f"coral-{owner_tag()}-*"))
     return found
 
 
@@ -82,13 +82,17 @@ def test_groups_of_a_coral_process_that_died_are_removed(task):
     dead = 2 ** 22 + 12345  # above pid_max on most machines: no such process
     while Path(f"/proc/{dead}").exists():
         dead += 1
-    stale = parent / f"coral-{dead}-1-0"
-    stale.mkdir()
+    namespace = owner_tag().split("_")[0]
+    # named as this Coral names them (pid namespace, pid, start time), and as older ones did
+    stales = [parent / f"coral-{namespace}_{dead}_1-1-0", parent / f"coral-{dead}-1-0"]
+    for stale in stales:
+        stale.mkdir()
     try:
         policy = replace(POLICY, isolation="none")
         with Sandbox(policy, workers=1) as sandbox:
             sandbox.run(Job.build(task.execution, task.reference, policy))
-        assert not stale.exists()
+        assert not any(stale.exists() for stale in stales)
     finally:
-        if stale.exists():
-            stale.rmdir()
+        for stale in stales:
+            if stale.exists():
+                stale.rmdir()

@@ -24,8 +24,10 @@ from typing import Any
 import pytest
 
 from coral_core.execution import ExecutionContext
-from coral_core.sandbox import Job, Sandbox, SandboxPolicy, analysis
+from coral_core.files.scratch import owner_tag
+from coral_core.sandbox import Job, Sandbox, SandboxPolicy, analysis, pool
 from coral_core.sandbox.analysis import AnalysisFailed
+from coral_core.sandbox.policy import NOBODY
 from coral_core.types import Candidate
 from coral_core.scoring.verdicts import judge_case
 from coral_plugins.datasets.quixbugs import QuixBugs
@@ -173,6 +175,30 @@ def test_scratch_folders_leave_a_temporary_folder_nobody_cannot_pass(tmp_path, m
         "pass"}
     assert started == 1
     assert not list(closed.iterdir())
+
+
+@AS_ROOT
+def test_scratch_folders_a_killed_coral_left_to_nobody_are_removed(request, monkeypatch, gcd):
+    """Without bubblewrap a slot's scratch folder belongs to nobody: the next sandbox removes
+    those of a Coral process that has ended, and not those of a live one."""
+    base = Path(tempfile.mkdtemp(dir="/var/tmp" if os.path.isdir("/var/tmp") else "/tmp"))
+    request.addfinalizer(lambda: subprocess.run(["rm", "-rf", "--", str(base)]))
+    base.chmod(0o755)  # a folder nobody can pass (the worker's scratch is in it)
+    monkeypatch.setattr(pool, "_scratch_base", lambda: str(base))
+    namespace, pid, start = owner_tag().split("_")
+    stale = base / f"coral-sandbox-{namespace}_{pid}_{int(start) + 1}-abc"  # a reused pid
+    live = base / f"coral-sandbox-{owner_tag()}-abc"
+    for folder in (stale, live):
+        (folder / "inner").mkdir(parents=True)
+        for path in (folder, folder / "inner"):
+            os.chown(path, NOBODY, NOBODY)
+    policy = SandboxPolicy(isolation="none")
+    with Sandbox(policy, workers=1) as sandbox:
+        result = sandbox.run(Job.build(gcd.execution, gcd.reference, policy))
+    assert {judge_case(c, s).status for c, s in zip(gcd.execution.cases, result.steps)} == {
+        "pass"}
+    assert not stale.exists()
+    assert sorted(base.iterdir()) == [live]
 
 
 class _Failing:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import time
 from pathlib import Path
+
+from coral_core.files.scratch import owner_gone, owner_tag
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +87,14 @@ def _remove(folder: Path, wait: float = 2.0) -> bool:
 
 
 def _remove_stale(parent: Path) -> None:
-    """Groups a Coral process that was killed could not remove (its pid is in the name)."""
+    """Groups a Coral process that was killed could not remove (its owner is in the name)."""
     try:
         entries = list(parent.iterdir())
     except OSError:
         return
     for entry in entries:
         parts = entry.name.split("-")
-        if len(parts) >= 3 and parts[0] == "coral" and parts[1].isdigit() \
-                and not Path(f"/proc/{parts[1]}").exists():
+        if len(parts) >= 3 and parts[0] == "coral" and owner_gone(parts[1]):
             _remove(entry, wait=0)
 
 
@@ -190,6 +190,6 @@ _NUMBERS = itertools.count(1)
 
 
 def slot_name(index: int) -> str:
-    """coral-<our pid>-<a number unique in this process>-<slot>: stale groups are found by
-    the pid of the process that made them."""
-    return f"coral-{os.getpid()}-{next(_NUMBERS)}-{index}"
+    """coral-<owner tag>-<a number unique in this process>-<slot>: stale groups are found
+    by the process that made them (coral_core/files/scratch.py)."""
+    return f"coral-{owner_tag()}-{next(_NUMBERS)}-{index}"

@@ -14,7 +14,6 @@ import os
 import queue
 import secrets
 from collections import deque
-import shutil
 import stat
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from coral_core.files.scratch import make_scratch, remove_tree
 from coral_core.sandbox.analysis import Analyzer
 from coral_core.sandbox.cgroups import SlotCgroup, slot_name
 from coral_core.sandbox.inside.limits import WALL_FACTOR
@@ -133,7 +133,8 @@ class _Slot:
             command = bwrap_command(policy, sys.executable, "worker", options)
             cwd = None
         else:
-            self.scratch = tempfile.mkdtemp(prefix="coral-sandbox-", dir=_scratch_base())
+            self.scratch = make_scratch("coral-sandbox-", _scratch_base(),
+                                        owners=(NOBODY,) if os.geteuid() == 0 else ())
             command = [sys.executable, *INTERPRETER_FLAGS, "-c", worker_launcher(str(WORKER_DIR)),
                        self.scratch, options]
             if os.geteuid() == 0:
@@ -168,10 +169,7 @@ class _Slot:
             self.process = None
             self.pipes = None
         if self.scratch:
-            try:
-                shutil.rmtree(self.scratch, ignore_errors=True)
-            except RecursionError:  # a candidate's tree deeper than Python recurses
-                subprocess.run(["rm", "-rf", "--", self.scratch], check=False)
+            remove_tree(self.scratch)  # a candidate's tree, however deep or read-only
             self.scratch = None
 
     def release(self) -> None:

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import tarfile
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from coral_core.errors import UserError
+from coral_core.files.scratch import make_scratch, remove_tree, sweep
 from coral_core.executors.ray_cluster import adopt, coral_environment
 
-from .workers import WorkerDied, start_worker
+from .workers import SCRATCH, WorkerDied, start_worker
 
 MAX_ARCHIVE = 64 << 20  # bytes of project sent to the cluster
 SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox",
@@ -60,7 +59,7 @@ class MutationActor:
     def __init__(self, archive: bytes, module: str, pytest_args: list[str],
                  environment: dict[str, str] | None = None):
         adopt(environment)
-        self.folder = tempfile.mkdtemp(prefix="coral-mutation-")
+        self.folder = make_scratch(SCRATCH)
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as packed:
             packed.extractall(self.folder, filter="data")
         self.worker = None
@@ -83,7 +82,9 @@ class MutationActor:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_tree(self.folder)
+        # and the copies of actors killed on this node since this one started
+        sweep(SCRATCH, os.path.dirname(self.folder))
 
 
 class RemoteWorker:

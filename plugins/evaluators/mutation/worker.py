@@ -53,10 +53,12 @@ import time
 
 import pytest
 
+from coral_core.files.scratch import make_scratch, remove_tree
 from coral_core.mutation.annotations import mutant_annotations
 from coral_plugins.evaluators.mutation import (exact, follow, hypothesis_runs, inmemory, probe,
                                                procs, readers)
 from coral_plugins.evaluators.mutation.audit import Audit, json_lines
+from coral_plugins.evaluators.mutation.workers import SCRATCH
 
 TICK = 0.05  # seconds between readings of a child's CPU time
 EVENTS_PLUGIN = "coral_plugins.evaluators.mutation.exact_report"
@@ -631,7 +633,7 @@ class Worker(_Phases):
         (the runner removes it too, should the worker be killed)."""
         procs.kill_descendants(os.getpid())
         if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove_tree(self.scratch)
 
 
 def _closer(fds: list[int]):
@@ -674,7 +676,7 @@ def main(argv: list[str]) -> int:
     # runner's pipes: none may hold them open after this worker ends.
     os.register_at_fork(after_in_child=_closer([requests, replies]))
     audit = Audit(module_path, _audit_file())
-    scratch = scratch or tempfile.mkdtemp(prefix="coral-mutation-")
+    scratch = scratch or make_scratch(SCRATCH)
     hypothesis_runs.fresh_storage(os.path.join(scratch, "storage", "worker"))  # collection's
     worker = Worker(module_path, requests, replies, pytest_args, audit, scratch)
     # after the Worker kept the user's environment (the exact path's): the processes the

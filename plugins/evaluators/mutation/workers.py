@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,8 +12,11 @@ import time
 from pathlib import Path
 
 from coral_core.errors import UserError
+from coral_core.files.scratch import make_scratch, remove_tree
 
 from .procs import kill_descendants
+
+SCRATCH = "coral-mutation-"  # scratch folders' prefix (those a killed run left are swept)
 
 STARTUP_TIMEOUT = 300.0
 
@@ -34,7 +36,7 @@ class WorkerProcess:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self._log = tempfile.TemporaryFile()
-        self.scratch = tempfile.mkdtemp(prefix="coral-mutation-")  # its copy for the exact path
+        self.scratch = make_scratch(SCRATCH)  # its copy for the exact path
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         started = time.perf_counter()
         self.process = subprocess.Popen(
@@ -109,7 +111,7 @@ class WorkerProcess:
             self.process.kill()
             self.process.wait()
         self._log.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        remove_tree(self.scratch)
 
 
 def start_worker(module: Path, pytest_args: list[str], project: Path) -> WorkerProcess:

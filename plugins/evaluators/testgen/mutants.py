@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from coral_core import parsing
+from coral_core.files.scratch import scratch_folder
 from coral_core.mutation.plan import function_bodies
 
 
@@ -76,7 +76,7 @@ def mutants_of(name: str, source: str) -> tuple[Mutant, ...]:
     from coral_core.mutation.apply import Mutator
     from coral_core.mutation.session import Session
 
-    with tempfile.TemporaryDirectory(prefix="coral-testgen-") as folder:
+    with scratch_folder("coral-testgen-") as folder:
         path = Path(folder) / f"{name}.py"
         path.write_text(source, encoding="utf-8")
         session = Session(Path(folder) / "mutants.sqlite")

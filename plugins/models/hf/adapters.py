@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -22,6 +21,7 @@ from coral_core.errors import UserError
 from coral_core.types import AdapterGenes, TrainingExample
 
 from coral_core.files.atomic import publish_dir
+from coral_core.files.scratch import make_scratch, remove_tree
 
 from .adapter_cache import (
     cached_adapter, data_digest, default_cache_dir, key_components, key_digest, key_lock,
@@ -93,14 +93,14 @@ def train_adapter(
         if hit is not None:
             log.info("adapter cache hit %s", hit)
             return hit
-        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=cache))
+        staging = Path(make_scratch(".staging-", str(cache)))  # a killed run's goes next time
         try:
             record = _train(plan, device, dtype, staging, on_step)
             record.update(key=key, components=plan.components)
             text = json.dumps(record, indent=2, sort_keys=True)
             (staging / "coral_adapter.json").write_text(text)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_tree(staging)
             raise
         entry = publish_dir(staging, cache / key)
     log.info("trained adapter %s in %.1f s", entry, record["seconds"])
