@@ -36,7 +36,11 @@ def _start_time(pid: int) -> str | None:
 
 
 def _namespace() -> str:
+    """Our pid namespace, if /proc is that namespace's (it is not when a container mounts
+    another's): otherwise no owner is judged."""
     try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return _UNKNOWN
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return _UNKNOWN
