@@ -93,12 +93,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.environ.get("CORAL_DATA_DIR", ""))
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--samples", help="time your own HumanEval samples file instead")
-    parser.add_argument("--split", help="time an infilling split's set instead "
-                        "(single-line, multi-line, random-span, random-span-light)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--samples", help="time your own HumanEval samples file instead")
+    which.add_argument("--split", help="time an infilling split's set instead "
+                       "(single-line, multi-line, random-span, random-span-light)")
     parser.add_argument("--every", type=int, default=7,
-                        help="with --split: take every N-th task (default 7)")
+                        help="with --split: take 1 task in N (default 7)")
     args = parser.parse_args()
+    if args.every < 1:
+        parser.error("--every must be at least 1")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     data = Path(args.data_dir)
     coral = str(Path(sys.executable).with_name("coral"))

@@ -82,9 +82,9 @@ def test_groups_of_a_coral_process_that_died_are_removed(task):
     dead = 2 ** 22 + 12345  # above pid_max on most machines: no such process
     while Path(f"/proc/{dead}").exists():
         dead += 1
-    namespace = owner_tag().split("_")[0]
-    # named as this Coral names them (pid namespace, pid, start time), and as older ones did
-    stales = [parent / f"coral-{namespace}_{dead}_1-1-0", parent / f"coral-{dead}-1-0"]
+    here = "_".join(owner_tag().split("_")[:2])  # this boot, this pid namespace
+    # named as this Coral names them (boot, pid namespace, pid, start time), as older did
+    stales = [parent / f"coral-{here}_{dead}_1-1-0", parent / f"coral-{dead}-1-0"]
     for stale in stales:
         stale.mkdir()
     try:

@@ -185,8 +185,8 @@ def test_scratch_folders_a_killed_coral_left_to_nobody_are_removed(request, monk
     request.addfinalizer(lambda: subprocess.run(["rm", "-rf", "--", str(base)]))
     base.chmod(0o755)  # a folder nobody can pass (the worker's scratch is in it)
     monkeypatch.setattr(pool, "_scratch_base", lambda: str(base))
-    namespace, pid, start = owner_tag().split("_")
-    stale = base / f"coral-sandbox-{namespace}_{pid}_{int(start) + 1}-abc"  # a reused pid
+    boot, namespace, pid, start = owner_tag().split("_")
+    stale = base / f"coral-sandbox-{boot}_{namespace}_{pid}_{int(start) + 1}-abc"  # pid reused
     live = base / f"coral-sandbox-{owner_tag()}-abc"
     for folder in (stale, live):
         (folder / "inner").mkdir(parents=True)

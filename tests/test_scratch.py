@@ -64,11 +64,16 @@ def test_only_ones_own_kind_of_folder_is_judged(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("keep")
-    other_namespace = tmp_path / "coral-t-1_1_1-abc"  # another pid namespace: not ours to judge
+    boot, namespace, _, _ = owner_tag().split("_")
+    other_namespace = tmp_path / f"coral-t-{boot}_1_1_1-abc"  # not ours to judge
+    other_boot = tmp_path / f"coral-t-{'0' * 12}_{namespace}_1_1-abc"  # another machine's
+    unicode_digits = tmp_path / f"coral-t-{boot}_{namespace}_\u00b2_1-abc"  # '²'.isdigit()
+    bare_pid = tmp_path / "coral-t-999999999-abc"  # what an older Coral's random name can be
     other_prefix = tmp_path / f"coral-u-{dead}-abc"
     not_a_tag = tmp_path / "coral-t-somebody-else"
     stale = tmp_path / f"coral-t-{dead}-abc"
-    for folder in (other_namespace, other_prefix, not_a_tag, stale):
+    kept = (other_namespace, other_boot, unicode_digits, bare_pid, other_prefix, not_a_tag)
+    for folder in (*kept, stale):
         folder.mkdir()
     link = tmp_path / f"coral-t-{dead}-link"
     link.symlink_to(outside, target_is_directory=True)
@@ -76,17 +81,19 @@ def test_only_ones_own_kind_of_folder_is_judged(tmp_path):
     stale_file.write_text("a file, not a folder of ours")
     assert sweep("coral-t-", str(tmp_path)) == 1
     assert not stale.exists()
-    for kept in (other_namespace, other_prefix, not_a_tag, link, stale_file):
-        assert kept.exists() or kept.is_symlink()
+    for folder in (*kept, link, stale_file):
+        assert folder.exists() or folder.is_symlink()
     assert (outside / "precious").read_text() == "keep"
 
 
 def test_a_reused_pid_is_told_from_its_owner():
-    namespace, pid, start = owner_tag().split("_")
+    boot, namespace, pid, start = owner_tag().split("_")
     assert not owner_gone(owner_tag())
-    assert owner_gone(f"{namespace}_{pid}_{int(start) + 1}")  # same pid, another process
+    assert owner_gone(f"{boot}_{namespace}_{pid}_{int(start) + 1}")  # another process
     assert owner_gone(_dead_tag())
-    assert not owner_gone("x_1_1") and not owner_gone("garbage") and not owner_gone("")
+    for unjudged in ("x_1_1_1", f"{boot}_x_1_1", f"{boot}_{namespace}_1_x", "garbage", "",
+                     "1", f"{boot}_{namespace}_{'9' * 40}_1"):
+        assert not owner_gone(unjudged), unjudged
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes a folder another user owns")

@@ -1,43 +1,54 @@
 """Scratch folders and cgroups that a killed Coral process leaves are removed by the next.
 
 A process killed outright (SIGKILL, the OOM killer, a Ray actor killed mid-run) cannot
-clean up after itself. So each such thing's name carries its owner: the pid namespace, pid
-and start time of the process that made it. Whoever next makes one of the same kind
-removes those whose owner is gone. The start time tells a reused pid from the owner; the
-namespace keeps a process from judging owners it cannot see (two containers sharing /tmp),
-whose folders are left alone.
+clean up after itself. So each such thing's name carries its owner: the machine's boot,
+the pid namespace, pid and start time of the process that made it. Whoever next makes one
+of the same kind removes those whose owner is gone. The start time tells a reused pid from
+the owner; the boot and namespace keep a process from judging owners it cannot see
+(another machine sharing the folder over the network, a container sharing /tmp, a boot
+before this one): their folders are left alone, as is anything whose owner's state cannot
+be read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import re
 import shutil
 import stat
 # `rm -rf` for a tree deeper than Python recurses
 import subprocess  # nosec B404
+import sys
 import tempfile
 from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
 
-_UNKNOWN = "x"  # no /proc: such an owner is never judged gone
+_UNKNOWN = "x"  # no /proc (or not ours): such an owner is never judged gone
+_TAG = re.compile(r"([0-9a-f]{12})_([0-9]+)_([0-9]+)_([0-9]+)", re.ASCII)
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot, or None if there is none."""
+def _read(path: str) -> bytes | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return fields[19].decode()
-    except (OSError, IndexError):
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
         return None
+
+
+def _boot() -> str:
+    """This boot of this machine (12 hex digits of the kernel's boot id)."""
+    text = (_read("/proc/sys/kernel/random/boot_id") or b"").decode("ascii", "replace")
+    digits = "".join(c for c in text if c in "0123456789abcdef")
+    return digits[:12] if len(digits) >= 12 else _UNKNOWN
 
 
 def _namespace() -> str:
     """Our pid namespace, if /proc is that namespace's (it is not when a container mounts
-    another's): otherwise no owner is judged."""
+    another's)."""
     try:
         if os.readlink("/proc/self") != str(os.getpid()):
             return _UNKNOWN
@@ -46,24 +57,49 @@ def _namespace() -> str:
         return _UNKNOWN
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot; None if /proc has no such
+    process. Raises OSError when it cannot tell (e.g. /proc hides other users' processes)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        try:
+            os.kill(pid, 0)  # hidden from /proc but alive (EPERM: another user's)?
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            raise OSError(errno.EPERM, "another user's process") from None
+        raise OSError(errno.EEXIST, "a process /proc does not show")
+    fields = text.rsplit(b")", 1)[-1].split()  # the name before it may hold anything
+    if len(fields) < 20 or not fields[19].isdigit():
+        raise OSError(errno.EINVAL, "an unreadable /proc/PID/stat")
+    return fields[19].decode()
+
+
 def owner_tag() -> str:
-    """`<pid namespace>_<pid>_<start time>` of this process (no '-' in it)."""
+    """`<boot>_<pid namespace>_<pid>_<start time>` of this process (no '-' in it)."""
     pid = os.getpid()
-    return f"{_namespace()}_{pid}_{_start_time(pid) or _UNKNOWN}"
+    try:
+        started = _start_time(pid) or _UNKNOWN
+    except OSError:
+        started = _UNKNOWN
+    return f"{_boot()}_{_namespace()}_{pid}_{started}"
 
 
 def owner_gone(tag: str) -> bool:
-    """Whether the process `tag` names has ended. A tag that cannot be judged (another pid
-    namespace, no /proc, not a tag) is never gone; a bare pid (older names) is gone when no
-    process has it."""
-    if tag.isdigit():
-        return not os.path.exists(f"/proc/{tag}")
-    parts = tag.split("_")
-    if len(parts) != 3 or not parts[1].isdigit() or _UNKNOWN in parts:
+    """Whether the process `tag` names has certainly ended. A tag of another boot, machine
+    or pid namespace, one without /proc, or not a tag at all is never gone."""
+    match = _TAG.fullmatch(tag)
+    if match is None:
         return False
-    if parts[0] != _namespace():
+    boot, namespace, pid, started = match.groups()
+    if boot != _boot() or namespace != _namespace():
         return False
-    return _start_time(int(parts[1])) != parts[2]
+    try:
+        return _start_time(int(pid)) != started
+    except (OSError, ValueError, OverflowError):
+        return False
 
 
 def remove_tree(path: str | os.PathLike[str]) -> None:
@@ -87,18 +123,27 @@ def remove_tree(path: str | os.PathLike[str]) -> None:
             if function is not os.rmdir and os.path.isdir(failed) \
                     and not os.path.islink(failed):
                 os.chmod(failed, stat.S_IRWXU)
-                shutil.rmtree(failed, onerror=writable_and_retry)
+                _rmtree(failed, writable_and_retry)
             else:
                 function(failed)
         except OSError as error:
             log.debug("could not remove %s: %s", failed, error)
 
     try:
-        shutil.rmtree(top, onerror=writable_and_retry)
+        _rmtree(top, writable_and_retry)
     except RecursionError:
         subprocess.run(["rm", "-rf", "--", top], check=False)  # nosec B603 B607
     except OSError as error:
         log.debug("could not remove %s: %s", top, error)
+
+
+def _rmtree(path: str, handler) -> None:
+    """shutil.rmtree with `handler(function, path, (type, error, traceback))` for failures
+    (3.12 renamed the hook and passes the exception alone)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda f, p, e: handler(f, p, (type(e), e, None)))
+    else:
+        shutil.rmtree(path, onerror=handler)
 
 
 def sweep(prefix: str, base: str, owners: tuple[int, ...] = ()) -> int:
@@ -116,12 +161,12 @@ def sweep(prefix: str, base: str, owners: tuple[int, ...] = ()) -> int:
         tag = entry.name[len(prefix):].split("-", 1)[0]
         try:
             info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid in users and owner_gone(tag):
-            log.debug("removing %s, left by a process that has ended", entry.path)
-            remove_tree(entry.path)
-            removed += 1
+            if stat.S_ISDIR(info.st_mode) and info.st_uid in users and owner_gone(tag):
+                log.debug("removing %s, left by a process that has ended", entry.path)
+                remove_tree(entry.path)
+                removed += 1
+        except Exception as error:  # noqa: B902 - a sweep never stops the work it precedes
+            log.debug("not sweeping %s: %s", entry.path, error)
     return removed
 
 

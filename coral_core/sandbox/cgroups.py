@@ -94,8 +94,14 @@ def _remove_stale(parent: Path) -> None:
         return
     for entry in entries:
         parts = entry.name.split("-")
-        if len(parts) >= 3 and parts[0] == "coral" and owner_gone(parts[1]):
+        if len(parts) >= 3 and parts[0] == "coral" \
+                and (owner_gone(parts[1]) or _legacy_gone(parts[1])):
             _remove(entry, wait=0)
+
+
+def _legacy_gone(owner: str) -> bool:
+    """A group named by an older Coral, after its bare pid: gone when no process has it."""
+    return owner.isascii() and owner.isdigit() and not Path(f"/proc/{owner}").exists()
 
 
 class SlotCgroup:

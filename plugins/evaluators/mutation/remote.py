@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -140,5 +141,7 @@ def ray_spawner(project: Path, leave_out: set[Path], address: str,
     def shutdown() -> None:
         if started:
             stop(ray)
+        # what actors killed on this machine left, should no actor have outlived them here
+        sweep(SCRATCH, tempfile.gettempdir())
 
     return spawn, shutdown
