@@ -5,6 +5,8 @@ target module the model does not have refused before anything is trained."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,9 +62,21 @@ def _run(tmp_path: Path, env, tiny: Path, name: str, modules: str = MODULES):
                      str(config), "--out", str(out), "--json", env=env), out
 
 
+def _dead_owner() -> str:
+    """The owner tag of a process that has ended (coral_core/files/scratch.py)."""
+    done = subprocess.run([sys.executable, "-c", "from coral_core.files.scratch import "
+                           "owner_tag; print(owner_tag())"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 def test_lora_and_dora_adapters_are_trained_once_per_heavy_gene_set(tmp_path, env, tiny):
+    cache = Path(env["CORAL_CACHE_DIR"]) / "adapters"
+    killed = cache / f".staging-{_dead_owner()}-abc"  # what a killed training leaves
+    killed.mkdir(parents=True)
+    (killed / "adapter_model.safetensors").write_bytes(b"half")
     result, out = _run(tmp_path, env, tiny, "first")
     assert result.returncode == 0, result.stderr
+    assert not list(cache.glob(".staging-*"))  # the next training removed it, and its own
     summary = json.loads(result.stdout)
     search = summary["search"]
     genomes = search["genomes"]
