@@ -107,6 +107,15 @@ def run_coral(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
                           timeout=timeout)
 
 
+def ended_owner_tag() -> str:
+    """The owner tag (coral_core/files/scratch.py) of a process that has ended: what names
+    the scratch folders and cgroups a killed Coral left."""
+    done = subprocess.run([sys.executable, "-c", "from coral_core.files.scratch import "
+                           "owner_tag; print(owner_tag())"], capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip()
+
+
 def gene_space(backend: str, adapters: bool, options: dict):
     """The evolution strategy's genes for a registered model backend, as a run finds them
     (through the model's registry entry)."""

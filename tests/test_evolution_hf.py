@@ -5,13 +5,11 @@ target module the model does not have refused before anything is trained."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, ended_owner_tag, run_coral
 
 pytest.importorskip("optuna")
 pytest.importorskip("torch")
@@ -62,16 +60,9 @@ def _run(tmp_path: Path, env, tiny: Path, name: str, modules: str = MODULES):
                      str(config), "--out", str(out), "--json", env=env), out
 
 
-def _dead_owner() -> str:
-    """The owner tag of a process that has ended (coral_core/files/scratch.py)."""
-    done = subprocess.run([sys.executable, "-c", "from coral_core.files.scratch import "
-                           "owner_tag; print(owner_tag())"], capture_output=True, text=True)
-    return done.stdout.strip()
-
-
 def test_lora_and_dora_adapters_are_trained_once_per_heavy_gene_set(tmp_path, env, tiny):
     cache = Path(env["CORAL_CACHE_DIR"]) / "adapters"
-    killed = cache / f".staging-{_dead_owner()}-abc"  # what a killed training leaves
+    killed = cache / f".staging-{ended_owner_tag()}-abc"  # what a killed training leaves
     killed.mkdir(parents=True)
     (killed / "adapter_model.safetensors").write_bytes(b"half")
     result, out = _run(tmp_path, env, tiny, "first")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ended_owner_tag
 from coral_core.files.scratch import make_scratch, owner_gone, owner_tag, remove_tree, sweep
 from coral_core.sandbox import cgroups
 
@@ -28,14 +29,6 @@ def _owner(prefix: str, base: Path) -> tuple[subprocess.Popen, Path]:
                                stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     return process, Path(process.stdout.readline().strip())
-
-
-def _dead_tag() -> str:
-    process = subprocess.Popen([sys.executable, "-c", "import os, sys\n"
-                                "from coral_core.files.scratch import owner_tag\n"
-                                "print(owner_tag())"], stdout=subprocess.PIPE, text=True)
-    tag = process.communicate()[0].strip()
-    return tag
 
 
 def test_a_killed_owners_folder_goes_and_a_live_ones_stays(tmp_path):
@@ -60,7 +53,7 @@ def test_a_killed_owners_folder_goes_and_a_live_ones_stays(tmp_path):
 
 
 def test_only_ones_own_kind_of_folder_is_judged(tmp_path):
-    dead = _dead_tag()
+    dead = ended_owner_tag()
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("keep")
@@ -90,7 +83,7 @@ def test_a_reused_pid_is_told_from_its_owner():
     boot, namespace, pid, start = owner_tag().split("_")
     assert not owner_gone(owner_tag())
     assert owner_gone(f"{boot}_{namespace}_{pid}_{int(start) + 1}")  # another process
-    assert owner_gone(_dead_tag())
+    assert owner_gone(ended_owner_tag())
     for unjudged in ("x_1_1_1", f"{boot}_x_1_1", f"{boot}_{namespace}_1_x", "garbage", "",
                      "1", f"{boot}_{namespace}_{'9' * 40}_1"):
         assert not owner_gone(unjudged), unjudged
@@ -98,7 +91,7 @@ def test_a_reused_pid_is_told_from_its_owner():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="makes a folder another user owns")
 def test_folders_of_another_user_are_left_alone(tmp_path):
-    stale = tmp_path / f"coral-t-{_dead_tag()}-abc"
+    stale = tmp_path / f"coral-t-{ended_owner_tag()}-abc"
     stale.mkdir()
     os.chown(stale, 65534, 65534)
     assert sweep("coral-t-", str(tmp_path)) == 0
@@ -142,7 +135,7 @@ def test_a_read_only_tree_is_removed_by_its_unprivileged_owner():
 def test_cgroups_of_a_killed_process_are_found_by_their_owner(tmp_path):
     """Slot cgroups carry the same owner tag (here plain folders stand in for them)."""
     mine = tmp_path / cgroups.slot_name(0)
-    stale = tmp_path / f"coral-{_dead_tag()}-1-0"
+    stale = tmp_path / f"coral-{ended_owner_tag()}-1-0"
     legacy = tmp_path / "coral-999999999-1-0"  # an older Coral's: a bare pid no process has
     for folder in (mine, stale, legacy):
         folder.mkdir()
