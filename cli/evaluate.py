@@ -77,6 +77,15 @@ def evaluate(
         raise UserError("--results writes the results of --samples FILE.jsonl; give both")
     if results is not None and (results.is_dir() or not results.absolute().parent.is_dir()):
         raise UserError(f"--results {results}: not a file in an existing folder")
+    if results is not None:
+        from coral_core.files.fileio import same_file
+        from coral_core.run.rundir import refuse_run_file
+
+        refuse_run_file(results, "--results")
+        for flag, path in (("--samples", samples), ("--data", data), ("--config", config)):
+            if path is not None and same_file(results, path):
+                raise UserError(f"--results {results} is the {flag} file; give another path "
+                                "(it would be replaced)")
     if candidate is None and problem:
         raise UserError(f"{given[0]} takes the problem from each file name or line; "
                         "drop --problem")

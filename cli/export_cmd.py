@@ -29,9 +29,12 @@ def export(
 ) -> None:
     """Every sample of a run, one row each (see HELP)."""
     from coral_core.results.export import FORMATS, sample_rows, write
+    from coral_core.run.rundir import refuse_run_file
 
     if fmt not in FORMATS:
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
+    if output is not None:
+        refuse_run_file(output, "--output")
     rows = sample_rows(run_dir, trial)
     if output is None:
         _checked(lambda: write(rows, sys.stdout, fmt), run_dir)

@@ -345,3 +345,37 @@ def test_a_link_planted_in_the_fim_cache_is_replaced_not_read(tmp_path, monkeypa
     path.symlink_to(outside)
     assert default_set("line", 3, 0) == path and not path.is_symlink()
     assert outside.read_text().count("\n") == 1 and path.read_text().count("\n") == 3
+
+
+def test_no_output_replaces_a_runs_own_files_or_the_commands_inputs(run_copy, tmp_path, env):
+    """`coral export RUN -o RUN/coral.sqlite` once replaced the run it read with its
+    export: an output that names a file of a run (however the path is spelled), or an
+    input of the same command, is one line, and every file is left as it was."""
+    (tmp_path / "alias").symlink_to(run_copy)
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "gcd", "solution": "def gcd(a, b):\n"
+                                   "    return 1\n"}) + "\n")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "mod.py").write_text("def f(x):\n    y = x + 1\n    return y\n")
+    files = {p: p.read_bytes() for p in [*run_copy.iterdir(), samples, source / "mod.py"]}
+    cases = [
+        (("export", str(run_copy), "-o", str(run_copy / "coral.sqlite")), "a file of the run"),
+        (("export", str(run_copy), "-o", str(tmp_path / "alias" / "summary.json")),
+         "a file of the run"),
+        (("export", str(run_copy), "-o", f"{run_copy}/../run/config.toml"), "a file of the run"),
+        (("evaluate", "--plugin", "quixbugs", "--samples", str(samples), "--results",
+          str(run_copy / "coral.sqlite-wal")), "a file of the run"),
+        (("evaluate", "--plugin", "quixbugs", "--samples", str(samples), "--results",
+          str(samples)), "is the --samples file"),
+        (("fim", "build", str(source), "--out", str(run_copy / ".lock")), "a file of the run"),
+        (("fim", "build", str(source), "--out", str(source / "mod.py")), "source files"),
+    ]
+    for args, words in cases:
+        _refused(run_measured(*args, env=env), words)
+    assert {p: p.read_bytes() for p in files} == files
+    assert sorted(run_copy.iterdir()) == sorted(p for p in files if p.parent == run_copy)
+    beside = run_measured("export", str(run_copy), "-o", str(run_copy / "samples.jsonl"),
+                          env=env)
+    assert beside.returncode == 0, beside.stderr
+    assert json.loads((run_copy / "samples.jsonl").read_text().splitlines()[0])["task"]

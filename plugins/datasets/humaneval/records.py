@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import ast
 import functools
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from coral_core import parsing
 from coral_core.files.decoding import json_value, jsonl_lines
 from coral_core.errors import UserError
-from coral_core.files.fileio import DATA_BYTES, read_bytes
+from coral_core.files import fileio
+from coral_core.files.fileio import DATA_BYTES
 
 REQUIRED = ("task_id", "prompt", "test", "entry_point")
 OPTIONAL = ("canonical_solution", "suffix")
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -58,28 +57,8 @@ def _study(test: str) -> tuple[str, int]:
     return "", sum(isinstance(n, ast.Assert) for n in ast.walk(tree))
 
 
-def _gunzip(data: bytes, path: Path, limit: int) -> bytes:
-    """Decompress a gzip file, refusing one that expands past `limit` bytes."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as error:
-        raise UserError(f"{path}: not a valid gzip file ({error})") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise UserError(f"{path}: expands to more than {limit} bytes; refused")
-    if not inflater.eof:
-        raise UserError(f"{path}: the gzip stream is truncated")
-    return out
-
-
 def read_text(path: Path, limit: int = DATA_BYTES) -> str:
-    data = read_bytes(path, limit=limit, what="task file")
-    if data[:2] == GZIP_MAGIC:
-        data = _gunzip(data, path, limit)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UserError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    return fileio.read_text(path, limit=limit, what="task file", gzipped=True)
 
 
 def _field(item: dict, name: str, where: str, required: bool) -> str | None:
