@@ -92,7 +92,11 @@ class Session:
         try:
             self.db = WorkDB(str(path), WorkDB.Mode.create)
         except Exception as error:  # noqa: B902 - sqlalchemy's errors: one line for the user
-            raise UserError(f"cannot open session {path}: {error}") from None
+            cause = getattr(error, "orig", None) or error  # the database's, without the SQL
+            text = str(cause).strip()
+            why = text.splitlines()[0] if text else type(cause).__name__
+            raise UserError(f"cannot open session {path}"
+                            f"{' (a folder)' if path.is_dir() else ''}: {why}") from None
         self.sql = sqlite3.connect(str(path), timeout=30)
         self.sql.executescript(TABLES)
         self.sql.commit()

@@ -25,6 +25,7 @@ from coral_core.mutation.plan import Plan, annotate, make_plans
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import file_digest, tests_digest
+from coral_core.files.fileio import same_file
 from coral_core.mutation.session import Session, Verdict
 from . import incremental
 
@@ -128,6 +129,9 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     session_path = Path(session_path or default_session(project, given[0]))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
+    if any(same_file(session_path, path) for path in [*found, *test_paths]):
+        raise UserError(f"--session {session_path} is a file the run reads (a module or a "
+                        "test file); give the session a file of its own")
     keep = keep or MutantFilter()
     workers = max(1, workers or os.cpu_count() or 1)
     one = len(rel_modules) == 1
