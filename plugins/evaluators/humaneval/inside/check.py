@@ -21,6 +21,7 @@ budget, counted from the kernel's accounting rather than signals it could catch.
 import builtins
 import json
 import os
+import random
 import select
 import signal
 import sys
@@ -248,6 +249,8 @@ class Checker:
         self.loaded()
         namespace = self.namespace()
         entry = self.private["entry_point"]
+        if "seed" in self.private:  # the test's draws: not the program's to know (job.py)
+            random.seed(self.private["seed"])
         try:
             exec(compile(self.private["test"], "<test>", "exec"), namespace)
             check = namespace["check"]
