@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import re
 import time
 from pathlib import Path
 
@@ -107,9 +109,10 @@ def _legacy_gone(owner: str) -> bool:
 class SlotCgroup:
     """The memory (and pids) cgroup of one sandbox slot."""
 
-    def __init__(self, folders: list[Path], memory: Path):
+    def __init__(self, folders: list[Path], memory: Path, pids: bool = False):
         self.folders = folders  # every group made (one per v1 hierarchy, one for v2)
         self.memory = memory
+        self.pids = pids  # pids.max bounds the slot's processes
 
     @classmethod
     def create(cls, name: str, memory_bytes: int, processes: int) -> "SlotCgroup | None":
@@ -148,7 +151,7 @@ class SlotCgroup:
             for folder in reversed(made):
                 _remove(folder, wait=0)
             raise
-        return cls(made, memory)
+        return cls(made, memory, pids=len(made) > 1)
 
     @classmethod
     def _v2(cls, parent, name, memory_bytes, processes):
@@ -167,7 +170,7 @@ class SlotCgroup:
         except OSError:
             _remove(group, wait=0)
             raise
-        return cls([group], group)
+        return cls([group], group, pids="pids" in enabled)
 
     def wrap(self, command: list[str]) -> list[str]:
         """`command`, started inside the group (its every descendant is born there)."""
@@ -199,3 +202,22 @@ def slot_name(index: int) -> str:
     """coral-<owner tag>-<a number unique in this process>-<slot>: stale groups are found
     by the process that made them (coral_core/files/scratch.py)."""
     return f"coral-{owner_tag()}-{next(_NUMBERS)}-{index}"
+
+
+def user_tasks(uid: int, proc: str = "/proc") -> int:
+    """The processes and threads whose real user is `uid`, on the whole host: what the
+    kernel counts against RLIMIT_NPROC (a thread is one)."""
+    count = 0
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue  # ended while we looked
+        uids = re.search(rb"^Uid:\s+(\d+)", status, re.M)
+        threads = re.search(rb"^Threads:\s+(\d+)", status, re.M)
+        if uids and int(uids.group(1)) == uid:
+            count += int(threads.group(1)) if threads else 1
+    return count

@@ -98,11 +98,13 @@ class SandboxPolicy:
             "files": self.max_files,
         }
 
-    def worker_options(self, memory_cgroup: bool = False) -> str:
+    def worker_options(self, memory_cgroup: bool = False, pids_cgroup: bool = False,
+                       process_base: int = 0) -> str:
         """The JSON options the sandbox worker takes (see inside/worker.py main)."""
         ids = [NOBODY, NOBODY] if os.geteuid() == 0 else None
         return json.dumps({"ids": ids, "filter": self.syscall_filter,
-                           "memory_cgroup": memory_cgroup, "preload": list(self.preload),
+                           "memory_cgroup": memory_cgroup, "pids_cgroup": pids_cgroup,
+                           "process_base": process_base, "preload": list(self.preload),
                            "sources": [list(pair) for pair in self.preload_sources]})
 
 

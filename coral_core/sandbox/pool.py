@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from coral_core.files.scratch import make_scratch, remove_tree
 from coral_core.sandbox.analysis import Analyzer
-from coral_core.sandbox.cgroups import SlotCgroup, slot_name
+from coral_core.sandbox.cgroups import SlotCgroup, slot_name, user_tasks
 from coral_core.sandbox.inside.limits import WALL_FACTOR
 from coral_core.sandbox.notices import warn_once
 from coral_core.sandbox.policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy,
@@ -41,7 +41,8 @@ __all__ = ["ExecutionResult", "Job", "JobTemplate", "Sandbox", "StepResult"]
 
 WorkerDied = WorkerGone  # the name the pool's callers know
 CGROUP_HEADROOM = 64 << 20  # the worker's own memory, on top of the candidate's limit
-CGROUP_PROCESSES = 8  # bubblewrap, the worker, a janitor: on top of the candidate's limit
+CGROUP_PROCESSES = 2  # bubblewrap and the worker (without it, the worker alone), on top of
+#                      the candidate's processes
 RELEASE_SECONDS = 5.0  # for a worker to finish its last cleanup when the sandbox closes
 
 
@@ -101,7 +102,8 @@ class _Slot:
         policy = self.sandbox.policy
         self.cgroup = SlotCgroup.create(slot_name(self.index),
                                         (policy.memory_mb << 20) + CGROUP_HEADROOM,
-                                        policy.max_processes + CGROUP_PROCESSES)
+                                        policy.max_processes + CGROUP_PROCESSES
+                                        - (not self.sandbox.isolated))
         if self.cgroup is None:
             warn_once("cgroup", "no memory cgroup can be created here: a candidate's memory "
                       "limit is sampled (about every 20 ms) and does not see memory held "
@@ -128,7 +130,14 @@ class _Slot:
 
     def _start(self) -> None:
         policy = self.sandbox.policy
-        options = policy.worker_options(memory_cgroup=self.cgroup is not None)
+        bounded = self.cgroup is not None and self.cgroup.pids
+        options = policy.worker_options(
+            memory_cgroup=self.cgroup is not None, pids_cgroup=bounded,
+            # without a pids group the process rlimit is the bound, and it counts every
+            # process and thread of the sandbox user on the host (a desktop user's browser,
+            # another run's sandboxes): the candidate's room is counted from what there is
+            process_base=0 if bounded else user_tasks(NOBODY if os.geteuid() == 0
+                                                      else os.getuid()))
         if self.sandbox.isolated:
             command = bwrap_command(policy, sys.executable, "worker", options)
             cwd = None

@@ -20,6 +20,10 @@ from .privileges import drop_fully, prefer_as_oom_victim
 from .processes import IS_INIT
 
 FILTERED = []  # [True] once the worker (and so every child) runs under the seccomp filter
+# The process rlimit counts every process and thread of the user on the host: where the
+# slot's pids cgroup bounds the job, it is left as it is ([None]); else it is the job's
+# processes on top of the user's tasks when the worker started ([count]).
+PROCESS_BASE = [0]
 SPLIT = {}  # in a hosted job: this process's role, its pipe to the other (and its pid)
 
 
@@ -30,14 +34,15 @@ def _write_all(fd, data):
 
 
 def _apply_limits(limits):
-    pairs = (
+    pairs = [
         (resource.RLIMIT_AS, limits["memory_bytes"]),
         (resource.RLIMIT_CPU, limits["cpu_seconds"]),
-        (resource.RLIMIT_NPROC, limits["processes"]),
         (resource.RLIMIT_FSIZE, limits["file_bytes"]),
         (resource.RLIMIT_NOFILE, limits["open_files"]),
         (resource.RLIMIT_CORE, 0),
-    )
+    ]
+    if PROCESS_BASE[0] is not None:
+        pairs.append((resource.RLIMIT_NPROC, PROCESS_BASE[0] + limits["processes"]))
     for which, value in pairs:
         try:
             resource.setrlimit(which, (value, value))

@@ -321,6 +321,8 @@ def closed_to_us(folders):
 def main(argv):
     """argv: the scratch root, then JSON options: `ids` ([uid, gid] the children run as,
     when started as root), `filter` (install the seccomp filter), `memory_cgroup`,
+    `pids_cgroup` (the slot's group bounds its processes), `process_base` (else: the
+    sandbox user's tasks on the host when the pool started it),
     `preload` (more modules to import before the first job), `sources` ([name, source]
     modules of Coral's own to load then)."""
     scratch_root = argv[1]
@@ -341,6 +343,8 @@ def main(argv):
     die_with_parent()  # changing uids cleared bubblewrap's --die-with-parent
     keyrings.janitor()  # whatever an earlier run left in the sandbox user's keyrings
     memfd = os.memfd_create("coral-job", os.MFD_CLOEXEC)  # every job's body, in turn
+    child.PROCESS_BASE[0] = (None if options.get("pids_cgroup")
+                             else int(options.get("process_base") or 0))
     if options.get("filter", True) and seccomp.install(bool(options.get("memory_cgroup"))):
         child.FILTERED.append(True)
         seccomp.prepare_alone()
