@@ -2495,6 +2495,48 @@ def bitcount(n):
     return -1
 '''
 
+# Each process leaves the killed process group (setsid) and the lowest forks again as soon
+# as the process limit lets it: killing a tree from the top regrew it below faster than it
+# was killed, and the chain outlived the job and Coral (found by a red-team pass).
+NONE_REGROWING_CHAIN = r'''
+import os
+import time
+
+END = time.time() + 30  # never longer than this, whatever happens to the test
+
+
+def _chain():
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("@COMM@")
+    except OSError:
+        pass
+    while time.time() < END:
+        try:
+            child = os.fork()
+        except OSError:
+            time.sleep(0.0005)
+            continue
+        if child == 0:
+            try:
+                os.setsid()
+            except OSError:
+                pass
+            continue
+        try:
+            os.waitpid(child, 0)
+        except ChildProcessError:
+            pass
+    os._exit(0)
+
+
+def bitcount(n):
+    if os.fork() == 0:
+        _chain()
+    time.sleep(0.2)
+    return -1
+'''
+
 NONE_ENV = PRELUDE + r'''
 _leak("".join("%s=%s\n" % item for item in _os.environ.items()))
 for _pid in ("self", str(_os.getppid()), "@HOSTPID@"):
@@ -2521,6 +2563,7 @@ NONE_KINDS = [
     Kind("deep_tree_then_kill_parent", NONE_DEEP_TREE_THEN_KILL_PARENT, cases=1,
          may_kill_worker=True),
     Kind("close_result_pipe_and_linger", CLOSE_PIPE_AND_LINGER, cases=1, check=_quick(5.0)),
+    Kind("setsid_chain_that_regrows", NONE_REGROWING_CHAIN, cases=1, check=_quick(8.0)),
     Kind("short_thief_after_a_sibling", THIEF_SMALL, cases=2, before=SIBLING_BEFORE,
          check=_nothing_stolen),
     Kind("set_and_dict_of_colliding_hashes", HASH_FLOOD, cases=6, check=_errors_quickly(20.0)),

@@ -164,32 +164,35 @@ def kill_all(pid, wait=True):
             except ProcessLookupError:
                 pass
         else:
-            for target in ([pid] if pid else []) + _descendants():
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(target, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+            for target in _stopped_tree(pid):
+                _signal(target, signal.SIGKILL)
         if _reap() or not wait or time.monotonic() > deadline:
             return
         signal.sigtimedwait([signal.SIGCHLD], 0.01)  # SIGCHLD is blocked: wait for the next
 
 
-def _descendants():
-    """Processes whose parent is this one (orphans land here: we are a subreaper)."""
-    me = str(os.getpid())
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry, "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1].decode() == me:
-            found.append(int(entry))
-    return found
+def _stopped_tree(pid, rounds=1000):
+    """Every process below us (orphans land here: we are a subreaper), each stopped first:
+    a stopped process forks nothing. Killing from the top let a chain of processes that
+    each left the process group regrow below faster than it was killed, and outlive the
+    job. Walks again until a walk finds no process it has not stopped."""
+    stopped = set()
+    for _ in range(rounds):
+        found = {int(p) for p in _job_pids()} | ({pid} if pid else set())
+        fresh = found - stopped
+        if not fresh:
+            break
+        for target in fresh:
+            _signal(target, signal.SIGSTOP)
+        stopped |= fresh
+    return stopped
+
+
+def _signal(target, number):
+    try:
+        os.kill(target, number)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _reap():
