@@ -82,6 +82,15 @@ def test_precomputing_while_loading_is_counted(quixbugs):
 @pytest.mark.parametrize("escape", [
     "import sys\nsys.settrace(None)\n",
     "import sys\n_real = sys.settrace\nsys.settrace(lambda *a: None)\n",
+    # found by a red-team pass: one public attribute, and a slow gcd scored 1.0
+    "import sys\nsys._getframe().f_trace_lines = False\n",
+    "import sys\nsys._getframe().f_trace = None\n",
+    "import sys\n_t = sys.gettrace()\nsys.settrace(None)\nsys.settrace(_t)\n",
+    "import gc\n_found = [o for o in gc.get_objects() if type(o).__name__ == 'count']\n",
+    "import threading\n_w = threading.Thread(target=lambda: sum(i * i for i in "
+    "range(400000)))\n_w.start()\n_w.join()\n",
+    "import os\n_p = os.fork()\nif _p == 0:\n    sum(i * i for i in range(400000))\n"
+    "    os._exit(0)\nos.waitpid(_p, 0)\n",
 ])
 @pytest.mark.loaded
 def test_a_program_that_hides_from_the_counter_gets_no_runtime(quixbugs, escape):
@@ -93,7 +102,7 @@ def test_a_program_that_hides_from_the_counter_gets_no_runtime(quixbugs, escape)
         assert context.execution(Candidate(task, code)).passed
         evaluation = RuntimeEvaluator().evaluate(Candidate(task, code), context)
     assert evaluation.objectives["runtime"] == 0.0
-    assert "removed the line counter" in evaluation.details["why"]
+    assert "hid lines from it" in evaluation.details["why"]
 
 
 @pytest.mark.loaded

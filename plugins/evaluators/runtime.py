@@ -80,8 +80,11 @@ class RuntimeEvaluator:
             "mode": "cost", "cost": cost if cost >= 0 else None,
             "reference_cost": reference_cost,
             "seconds": round(execution.result.seconds, 6),
-            **({"why": "no honest count: the program removed the line counter, or a case "
-                       "it passed did not finish when counted"} if cost < 0 else {}),
+            **({"why": "no honest count: the program removed the line counter or hid "
+                       "lines from it (a frame's line events off, a trace or profile "
+                       "function, the collector's object walks, ctypes, work in threads or "
+                       "processes), or a case it passed did not finish when counted"}
+               if cost < 0 else {}),
         })
 
     def _timed(self, candidate: Candidate, context: ExecutionContext,

@@ -7,6 +7,7 @@ functions): it only ever reports values, and expected values never reach it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import resource
@@ -140,19 +141,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
         send(encoded(value))
 
     counting = bool(job.get("count"))
-    events = [0]
-
-    def tracer(frame, event, arg):  # deterministic cost: every line executed
-        if event == "line":
-            events[0] += 1
-        return tracer
-
-    def counted():  # the lines since the last reset, or -1 if the tracer was removed
-        if not counting:  # a tracer the job's own support code set (coverage) stays
-            return -1
-        honest = sys.gettrace() is tracer
-        sys.settrace(None)
-        return events[0] if honest else -1
+    counted = _line_counter() if counting else (lambda: -1)
 
     loaded = -1
     try:
@@ -163,7 +152,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
             _flush_output()
             os._exit(0)
         if counting:
-            sys.settrace(tracer)
+            counted(start=True)
         try:
             module = load_module(job["module"], job["code"])
         finally:
@@ -179,11 +168,10 @@ def run_child(control, first, result_fd, scratch, body_fd):
     for index in range(first, len(steps)):
         step = steps[index]
         current["ids"], current["keep"] = {}, []
-        events[0] = 0
         traced = -1
         try:
             if counting:
-                sys.settrace(tracer)
+                counted(start=True)
             try:
                 if step.get("script"):
                     namespace[step["script"]]()
@@ -203,6 +191,78 @@ def run_child(control, first, result_fd, scratch, body_fd):
         _flush_output()  # the worker may kill us as soon as the last step reports
         send(line)
     os._exit(0)
+
+
+# What a program could use to hide the lines it runs from the counter, and honest programs
+# have no use for: trace and profile functions, the collector's walks over every object
+# (to find the counter), ctypes. (Frames are not on the list: namedtuple, dataclasses and
+# warnings reach for them in honest programs; a frame whose line events were switched off
+# is caught by the tracer itself.)
+_WATCHED = frozenset(("sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
+                      "gc.get_referents"))
+_OTHER_CPU = 0.01  # seconds of CPU time outside the counted thread that void a count
+
+
+def _line_counter():
+    """`counted(start=True)` starts counting the lines Python executes; `counted()` stops
+    and returns them, or -1 when they cannot be trusted: the tracer was removed or
+    replaced, a frame's line events were switched off (`f_trace_lines = False`, seen when
+    it returns) or its tracing removed (`f_trace = None`: its return never comes), the
+    program reached for what could hide lines (an audit hook sees it; nothing removes
+    one), or it ran code in other threads or processes (their CPU time). The count is a C
+    counter that only goes up. What this cannot see: a frame that switches its line events
+    off and on again before it returns, or a program that swaps the tracer's own state and
+    swaps it back (docs/sandbox.md)."""
+    lines = itertools.count()
+    watch = {"on": False, "seen": False, "start": 0, "cpu": (0.0, 0.0), "open": 0}
+
+    def tracer(frame, event, arg, _next=next, _lines=lines, _watch=watch):
+        if event == "line":
+            _next(_lines)
+        elif event == "call":
+            _watch["open"] += 1
+        elif event == "return":
+            _watch["open"] -= 1
+            if not frame.f_trace_lines or frame.f_trace_opcodes:
+                _watch["seen"] = True
+        return tracer
+
+    def audit(event, args):
+        if watch["on"] and (event in _WATCHED or event.startswith("ctypes.")):
+            watch["seen"] = True
+
+    sys.addaudithook(audit)
+
+    def other_cpu():
+        whole = resource.getrusage(resource.RUSAGE_SELF)
+        main = resource.getrusage(resource.RUSAGE_THREAD)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (whole.ru_utime + whole.ru_stime - main.ru_utime - main.ru_stime,
+                children.ru_utime + children.ru_stime)
+
+    def counted(start=False):
+        count = _value(lines) - watch["start"]  # first: the one line of ours it counts
+        if start:
+            watch.update(seen=False, start=_value(lines), cpu=other_cpu(), open=0)
+            sys.settrace(tracer)
+            watch["on"] = True
+            return -1
+        watch["on"] = False
+        current = sys.gettrace()
+        sys.settrace(None)
+        honest = current is tracer and tracer.__defaults__ == (next, lines, watch)
+        hidden = any(b - a > _OTHER_CPU for a, b in zip(watch["cpu"], other_cpu()))
+        # one frame is open: this one, called while the tracer was on
+        if not honest or watch["seen"] or watch["open"] > 1 or hidden:
+            return -1
+        return count
+
+    return counted
+
+
+def _value(counter):
+    """An itertools.count's value, without advancing it."""
+    return int(repr(counter)[6:-1])
 
 
 def _flush_output():
