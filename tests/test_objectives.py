@@ -86,6 +86,25 @@ def test_flake8_and_bandit_findings_lower_style_and_security(scorer, gcd):
     assert scored.objectives["security"] <= 0.6
 
 
+def test_calls_named_at_run_time_are_not_hidden_from_security(scorer, gcd):
+    """A red-team pass scored 1.0 where the same calls, named in the source, scored 0.5:
+    the names were built at run time, which bandit cannot see (hidden_calls.py)."""
+    plain = ("import subprocess\nimport pickle\n\n\ndef gcd(a, b):\n"
+             "    if a < 0:\n        subprocess.call(str(a), shell=True)\n"
+             "        pickle.loads(b)\n    return a if b == 0 else gcd(b, a % b)\n")
+    hidden = ("_run = __import__('sub' + 'process')\n_load = getattr(__import__('pick' + 'le'),"
+              " 'lo' + 'ads')\n_opts = {'sh' + 'ell': True}\n\n\ndef gcd(a, b):\n"
+              "    if a < 0:\n        getattr(_run, 'call')(str(a), **_opts)\n"
+              "        _load(b)\n    return a if b == 0 else gcd(b, a % b)\n")
+    scores = {name: scorer.score(Candidate(gcd, code)) for name, code in
+              (("plain", plain), ("hidden", hidden), ("reference", gcd.reference))}
+    assert all(s.passed for s in scores.values())
+    assert scores["plain"].objectives["security"] < 1.0
+    assert scores["hidden"].objectives["security"] <= 0.7, scores["hidden"].details["security"]
+    assert {"CORAL1", "CORAL2"} <= set(scores["hidden"].details["security"]["tests"])
+    assert scores["reference"].objectives["security"] == 1.0
+
+
 def test_program_without_the_entry_point_is_gated_to_zero(scorer, gcd):
     for code in ("", "def not_gcd(a, b):\n    return a\n", "def gcd(a, b:\n"):
         scored = scorer.score(Candidate(gcd, code))

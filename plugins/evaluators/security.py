@@ -1,4 +1,6 @@
-"""security: bandit, run by the sandbox's analysis workers.
+"""security: bandit, run by the sandbox's analysis workers, with Coral's check for the calls
+bandit cannot see (names built at run time: coral_core/sandbox/inside/hidden_calls.py,
+medium severity).
 
 1.0 - 0.3 x high-severity issues - 0.1 x medium-severity issues, clamped to [0, 1]. bandit
 ignores `# nosec` (ignore_nosec) and reads the text Python runs (a coding declaration cannot
