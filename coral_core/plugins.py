@@ -361,13 +361,15 @@ def notify(hook_name: str, **kwargs: Any) -> list[HookFailure]:
     return failures
 
 
-def build(kind: str, name: str, **options: Any) -> Any:
-    """Instantiate a registered dataset, evaluator or search strategy with options."""
+def build(kind: str, name: str, /, **options: Any) -> Any:
+    """Instantiate a registered dataset, evaluator or search strategy with options (an
+    option may be called `kind` or `name`: the FIM data sets' `kind` is one)."""
     entry = registry().get(kind, name)
     return instantiate(entry.factory, f"'{name}'", **options)
 
 
-def instantiate(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> Any:
+def instantiate(factory: Callable[..., Any], label: str, /, *args: Any, **options: Any,
+                ) -> Any:
     """Call a plugin factory; options it does not take are a user error naming `label`."""
     check_call(factory, label, *args, **options)
     return factory(*args, **options)

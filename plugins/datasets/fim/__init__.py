@@ -27,7 +27,7 @@ from coral_core.suggest import did_you_mean
 from coral_core.types import Prompt, Success, Task
 
 from . import build
-from .extract import EXTRACTORS
+from .extract import EXTRACTORS, extractor_for
 from coral_core.fim.templates import parse_any
 
 NAME = "fim"
@@ -171,9 +171,8 @@ class FimDataset:
 
     def extract_code(self, task: Task, text: str) -> str:
         language = str(task.metadata.get("language", "python"))
-        name = language if self.extract == "auto" else self.extract
-        return EXTRACTORS[name](text, task.prompt.prefix or "", task.prompt.suffix or "",
-                                language)
+        extractor = extractor_for(self.extract, language, str(task.metadata.get("kind", "")))
+        return extractor(text, task.prompt.prefix or "", task.prompt.suffix or "", language)
 
 
 BALANCED = {"es": 1 / 0.7, "em": 1 / 0.25, "em_es": 1 / 0.55}

@@ -20,9 +20,11 @@ import sysconfig
 from pathlib import Path
 
 from coral_core import parsing
-from coral_core.files.atomic import write_text_atomic
 from coral_core.errors import UserError
+from coral_core.files.atomic import write_text_atomic
 from coral_core.files.fileio import read_text
+
+from .extract import extracts_to_itself
 
 KINDS = ("line", "multiline", "span")
 EXTENSIONS = {"python": (".py",), "java": (".java",)}
@@ -31,7 +33,7 @@ SKIP_DIRS = {"__pycache__", "site-packages", "dist-packages", "test", "tests", "
 CONTEXT_LINES = 120
 SUFFIX_LINES = 40
 MAX_FILE_BYTES = 400_000
-BUILDER_VERSION = 1  # part of the default set's cache key
+BUILDER_VERSION = 2  # the default set's cache key (2: no site the extraction would cut)
 
 
 def source_files(root: Path, language: str) -> list[Path]:
@@ -195,6 +197,8 @@ def _make(lines: list[str], first: int, last: int, kind: str, rng: random.Random
         middle = text[start:start + length]
         suffix = text[start + length:] + "\n" + "".join(after)
     if not _meaningful(middle, language):
+        return None
+    if not extracts_to_itself(middle, prefix, suffix, language, kind):
         return None
     return prefix, middle, suffix
 

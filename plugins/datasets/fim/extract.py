@@ -1,6 +1,7 @@
 """Turning a model's FIM reply into the middle it proposes.
 
-Strategies (`[dataset.options] extract = "..."`; "auto" picks by the task's language):
+Strategies (`[dataset.options] extract = "..."`; "auto" picks by the task's language, and
+takes a random span's reply as it is):
 
 - `python`: the FIM design's contextual extraction: cut where the reply starts repeating the
   suffix, stop at statement boundaries (a blank line followed by a `def`/`class`/dedent
@@ -44,6 +45,26 @@ _STATEMENT = {"python": re.compile(r"\n\s*|[()\[\]{}]+|[^\s()\[\]{}]+"),
 
 def register_extractor(name: str, function: Extractor) -> None:
     EXTRACTORS[name] = function
+
+
+def extractor_for(name: str, language: str, kind: str = "") -> Extractor:
+    """The strategy `name`; "auto" is the language's, except for a random span (kind
+    "span"): its middle may start and end anywhere and cross lines, so no boundary rule
+    fits it (the python rule cut half of QuixBugs' reference spans at their first line),
+    and the reply is taken as it is, ended by the stop sequences, as HumanEval-Infilling's
+    random-span harness takes it."""
+    if name == "auto":
+        name = "none" if kind == "span" else language
+    return EXTRACTORS[name]
+
+
+def extracts_to_itself(middle: str, prefix: str, suffix: str, language: str, kind: str,
+                       ) -> bool:
+    """Whether the default extraction leaves `middle` whole: a site where it would not (a
+    middle that holds a line equal to the suffix's first, one that ends inside a line)
+    is not made into a task, so that the ground truth scores 1.0 by construction."""
+    extracted = extractor_for("auto", language, kind)(middle, prefix, suffix, language)
+    return extracted.split() == middle.split()
 
 
 def _cut_suffix_echo(reply: str, suffix: str) -> str:

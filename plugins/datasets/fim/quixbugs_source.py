@@ -12,6 +12,7 @@ removed first: they would hand the model the answer.
 from __future__ import annotations
 
 import ast
+import itertools
 import random
 from typing import Sequence
 
@@ -49,11 +50,14 @@ def infill_task(problem: Task, kind: str, seed: int) -> Task | None:
                    if any(a <= site[0] and site[1] <= b for a, b in bodies))
     rng = random.Random(f"{seed}:{kind}:{problem.id}")
     lines = program.splitlines(keepends=True)
-    for _ in range(8):
-        if not sites:
-            return None
-        first, last = rng.choice(sites)
-        made = _make(lines, first, last, kind, rng, "python", whole=True)
+    if not sites:
+        return None
+    # eight seeded draws, then every site in order (a site whose middle the extraction
+    # would cut is refused by _make): a problem with any usable site gets a task
+    tries = itertools.chain(((rng.choice(sites), rng) for _ in range(8)), (
+        (site, random.Random(f"{seed}:{kind}:{problem.id}:{site}")) for site in sites))
+    for (first, last), draws in tries:  # lazily: each draw follows the last site's
+        made = _make(lines, first, last, kind, draws, "python", whole=True)
         if made is None:
             continue
         prefix, middle, suffix = made
