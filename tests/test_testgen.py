@@ -101,6 +101,67 @@ def test_a_suite_that_fails_on_the_correct_program_reveals_nothing(scoring):
     assert wrong.objectives["mutation_score"] > 0  # from test_right, the test that passes
 
 
+XUNIT = """from bitcount import bitcount
+
+CASES = []
+CALLS = []
+
+
+def setup_module(module):
+    CASES.extend([(127, 7), (128, 1), (0, 0)])
+
+
+def setup_function(function):
+    CALLS.append(function.__name__)
+
+
+def test_module_cases():
+    assert CALLS == ["test_module_cases"]
+    for n, want in CASES:
+        assert bitcount(n) == want
+
+
+class TestCounts:
+    @classmethod
+    def setup_class(cls):
+        cls.shared = [(255, 8)]
+
+    def setup_method(self, method):
+        self.mine = list(self.shared)
+
+    def test_shared(self):
+        for n, want in self.mine:
+            assert bitcount(n) == want
+
+
+class TestBroken:
+    def setup_method(self, method):
+        raise RuntimeError("no fixture here")
+
+    def test_never_runs(self):
+        assert bitcount(1) == 1
+"""
+
+
+def test_xunit_setups_run_as_in_pytest_and_generator_tests_error(scoring):
+    """setup_module / setup_function / setup_class / setup_method run as pytest runs them
+    (a red-team pass found an honest xunit-style file failing every test); a test that
+    yields errors, as pytest refuses it (it passed: calling it only made a generator); a
+    file that runs no test covers nothing (an empty one had 0.25)."""
+    scored = evaluate(scoring, XUNIT)
+    outcomes = {o["test"]: (o["status"], o["detail"]) for o in scored.details["outcomes"]}
+    assert outcomes["test_module_cases"][0] == "pass", outcomes
+    assert outcomes["TestCounts::test_shared"][0] == "pass", outcomes
+    assert outcomes["TestBroken::test_never_runs"] == (
+        "error", "setup failed: RuntimeError: no fixture here")
+    generator = evaluate(scoring, "from bitcount import bitcount\n\n\ndef test_nothing():\n"
+                                  "    assert bitcount(1) == 99\n    yield\n")
+    assert generator.objectives["tests_pass"] == 0.0
+    assert generator.details["outcomes"][0]["status"] == "error"
+    empty = evaluate(scoring, "from bitcount import bitcount\n")
+    assert empty.objectives["line_coverage"] == 0.0
+
+
 def test_mutation_verdicts_equal_coral_mutation_run(scoring, tmp_path):
     """The same cosmic-ray mutants and verdicts as `coral mutation run` on the same
     program and tests (which are cosmic-ray's, tests/test_mutation.py), mutants that do not

@@ -5,7 +5,9 @@ Four objectives, each from runs in the sandbox (suite.py), never from the test f
 - bug_revealed: 1.0 when every test passes on the correct program and at least one fails on
   the buggy one (a suite that fails on the correct program reveals nothing: its failures
   are not evidence of the bug);
-- line_coverage: the correct program's statements (coverage.py's parser) its tests execute;
+- line_coverage: the correct program's statements (coverage.py's parser) its tests execute
+  (loading the program counts, as an import by the test file does under pytest; a file
+  that runs no test covers nothing);
 - mutation_score: of cosmic-ray's mutants of the correct program, the fraction that the
   tests passing on it tell apart (judge.py), a mutant that none of them reaches surviving
   unrun.
@@ -162,7 +164,10 @@ class TestgenEvaluator:
         objectives = {
             "tests_pass": len(green) / len(counted) if counted else 0.0,
             "bug_revealed": 1.0 if all_pass and revealed_by else 0.0,
-            "line_coverage": len(executed) / len(program_lines) if program_lines else 0.0,
+            # a file that runs no test covers nothing (the program's own loading ran its
+            # `def` lines: an empty file had 0.25 on gcd)
+            "line_coverage": (len(executed) / len(program_lines)
+                              if program_lines and counted else 0.0),
             "mutation_score": mutation.pop("score"),
         }
         details = {

@@ -104,6 +104,11 @@ def _skipped(marks):
 
 def _expand(name, function, owner, module):
     """(test id, function, owner class, arguments, skipped or error text) per test."""
+    import inspect
+
+    if inspect.isgeneratorfunction(function):  # pytest refuses it (it passed here: the
+        return [(name, function, owner, {},  # call only made the generator)
+                 "error: 'yield' keyword is allowed in fixtures, but not in tests")]
     owners = (function, owner, module) if owner is not None else (function, module)
     marks = _marks(*owners)
     try:
@@ -169,8 +174,38 @@ def _call(function, owner, arguments):
                           % missing[0])
     if inspect.iscoroutinefunction(function):
         raise TypeError("async tests are not supported")
-    target = function.__get__(owner(), owner) if owner is not None else function
-    target(**{k: arguments[k] for k in wanted})
+    instance = owner() if owner is not None else None
+    target = function.__get__(instance, owner) if owner is not None else function
+    around = instance if owner is not None else sys.modules[function.__module__]
+    suffix = "method" if owner is not None else "function"
+    try:
+        _xunit(around, ("setup_" + suffix,), target)
+    except BaseException as error:  # noqa: B902 - as pytest: the test errors, unrun
+        raise _SetupFailed(_describe(error))
+    try:
+        target(**{k: arguments[k] for k in wanted})
+    finally:
+        _xunit(around, ("teardown_" + suffix,), target)
+
+
+class _SetupFailed(Exception):
+    """A setup function raised: the test errors without running, as in pytest."""
+
+
+def _xunit(owner, names, argument):
+    """Call pytest's xunit-style setup or teardown of `owner` (the first of `names` it
+    defines), with `argument` where the function takes one, as pytest does."""
+    import inspect
+
+    for name in names:
+        function = getattr(owner, name, None)
+        if callable(function):
+            try:
+                takes = bool(inspect.signature(function).parameters)
+            except (TypeError, ValueError):
+                takes = True
+            return function(argument) if takes else function()
+    return None
 
 
 def run_one(test_id, function, owner, arguments, budget, pytest):
@@ -186,6 +221,8 @@ def run_one(test_id, function, owner, arguments, budget, pytest):
         status = "timeout"
     except pytest.skip.Exception:
         status = "skip"
+    except _SetupFailed as error:
+        status, detail = "error", "setup failed: %s" % error
     except BaseException as error:  # noqa: B902 - a test's every failure is its verdict
         status, detail = "fail", _describe(error)
     finally:
@@ -204,11 +241,56 @@ def run(module):
     budget = float(CONFIG.get("budget", 2.0))
     items = collect(module)[:CONFIG.get("limit", 500)]
     channel.send("D", len(items))
+    scope = _Scopes(module, budget)
     for test_id, function, owner, arguments, state in items:
+        failed = None if state else scope.enter(owner)
         if state:
             row = [test_id, "skip" if state == "skip" else "error", 0.0,
                    "" if state == "skip" else state]
+        elif failed:
+            row = [test_id, "error", 0.0, failed]
         else:
             row = run_one(test_id, function, owner, arguments, budget, pytest)
         sys.stdout.flush()
         channel.send("W", row)
+    scope.enter(None, last=True)
+
+
+class _Scopes:
+    """pytest's xunit-style module and class setup (`setup_module` or `setUpModule`,
+    `setup_class`) before the first test that needs it and teardown after the last; a
+    setup that raises errors every test of its scope. Each runs under the test budget."""
+
+    def __init__(self, module, budget):
+        self.module, self.budget = module, budget
+        self.module_state = None  # None: not set up; "" set up; else why it failed
+        self.owner, self.owner_state = None, ""
+
+    def _timed(self, owner, names, argument):
+        _state["expired"] = False
+        signal.signal(signal.SIGPROF, _expire)
+        signal.setitimer(signal.ITIMER_PROF, self.budget, AGAIN)
+        try:
+            _xunit(owner, names, argument)
+            return "" if not _state["expired"] else "setup ran out of time"
+        except BaseException as error:  # noqa: B902 - the scope's tests error
+            return "setup failed: %s" % _describe(error)
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+
+    def enter(self, owner, last=False):
+        """Why the tests of `owner`'s scope cannot run ("" when they can)."""
+        if owner is not self.owner and self.owner is not None:
+            self._timed(self.owner, ("teardown_class",), self.owner)
+            self.owner = None
+        if last:
+            if self.module_state is not None:
+                self._timed(self.module, ("teardown_module", "tearDownModule"), self.module)
+            return ""
+        if self.module_state is None:
+            self.module_state = self._timed(self.module, ("setup_module", "setUpModule"),
+                                            self.module)
+        if owner is not None and owner is not self.owner:
+            self.owner = owner
+            self.owner_state = self._timed(owner, ("setup_class",), owner)
+        return self.module_state or (self.owner_state if owner is not None else "")
