@@ -43,7 +43,11 @@ def test_fuzz_es_is_indel_ratio_and_cceval_rounds_it():
 
 def test_exact_match_normalises_whitespace_and_combined_equals_em():
     assert metrics.exact_match("x =  f(a)\n", " x = f(a)")
+    assert metrics.exact_match("if a:\n\n    b\t+ 1\r\n", "if a:\n  b + 1")
     assert not metrics.exact_match("x=f(a)", "x = f(a)")
+    # found by a red-team pass: a line break or a non-breaking space is not a space
+    assert not metrics.exact_match("return\n    x * 2", "return x * 2")
+    assert not metrics.exact_match("return\xa0x\xa0+\xa01", "return x + 1")
     for p, g in [("a + b", "a  +  b"), ("a + b", "a + c"), ("", ""), ("foo", "fo")]:
         row = metrics.score(p, g)
         assert row["em_es"] == row["em"]  # seed 003's "pass@1" is EM

@@ -5,7 +5,8 @@ With p = prediction.strip() and g = groundtruth.strip() (the task's `reference`)
 - es: 1 - Levenshtein(p, g) / max(len(p), len(g)), 1.0 when both are empty;
 - es_fuzz: rapidfuzz `fuzz.ratio(p, g) / 100`, unrounded (what published CrossCodeEval
   numbers use; it is 1 - InDel distance / (len(p) + len(g)), so it is >= es);
-- em: 1.0 when `p.split() == g.split()` (whitespace-normalised exact match);
+- em: 1.0 when p and g have the same non-empty lines, each equal after its runs of ASCII
+  spaces and tabs are normalised (whitespace-normalised exact match, line for line);
 - em_es: the FIM design's "pass" (es >= 0.7 and em). An exact match has es = 1, so this always
   equals em: it is reported under this honest name, never as pass@1;
 - id_em, id_f1: the identifiers of p and g (keywords excluded) equal / their multiset F1;
@@ -84,9 +85,21 @@ def edit_similarity_fuzz(prediction: str, groundtruth: str, rounded: bool = Fals
     return (round(ratio) if rounded else ratio) / 100.0
 
 
+_ASCII_SPACE = re.compile(r"[ \t\f\v\r]+")
+
+
+def _lines_of_tokens(text: str) -> list[list[str]]:
+    """The non-empty lines, each split at runs of ASCII spaces and tabs."""
+    lines = (_ASCII_SPACE.split(line.strip(" \t\f\v\r")) for line in text.split("\n"))
+    return [line for line in lines if line != [""]]
+
+
 def exact_match(prediction: str, groundtruth: str) -> bool:
-    """Equal after whitespace normalisation (`p.split() == g.split()`)."""
-    return prediction.split() == groundtruth.split()
+    """Equal line for line after whitespace normalisation: the same non-empty lines, each
+    the same runs of text between ASCII spaces and tabs. (`p.split() == g.split()` took a
+    line break for a space, and a non-breaking space, which Python refuses, for one:
+    `return\nx * 2` matched `return x * 2`.)"""
+    return _lines_of_tokens(prediction) == _lines_of_tokens(groundtruth)
 
 
 def cceval_comment_strip(code: str) -> str:
