@@ -235,6 +235,10 @@ def test_fim_build_command(source_tree, tmp_path):
 def test_python_extraction_stops_at_the_line_end_and_the_suffix_echo():
     # an inline middle: the suffix continues the line
     assert infill_python("len(x))\nprint(1)", "y = max(", ")\n") == "len(x))"
+    # ... and where it opens a bracket, at the first line end where the brackets balance
+    # (a red-team pass found every later line kept)
+    assert infill_python("f(a,\n      b)\nprint(1)\nprint(2)", "y = g(", ")\n") == (
+        "f(a,\n      b)")
     reply = "    a = 1\n    b = 2\nreturn a\n"
     assert infill_python(reply, "def f():\n", "\n    return a\n") == "    a = 1\n    b = 2"
     assert infill_python("total = w * h\n\n\ndef other():", "    ", "\n") == "total = w * h"

@@ -130,8 +130,8 @@ def infill_python(reply: str, prefix: str, suffix: str, language: str = "python"
         depth += _depth_changes(line)
         if depth < 0:
             break
-        if _inline(prefix, suffix) and depth <= 0 and i == 0 and len(lines) > 1:
-            break
+        if _inline(prefix, suffix) and depth <= 0 and i + 1 < len(lines):
+            break  # the first line end where the brackets balance (not only the first line's)
     return "\n".join(out).rstrip()
 
 
