@@ -75,12 +75,12 @@ def evaluate(
         raise UserError("--candidate needs --problem NAME")
     if results is not None and samples is None:
         raise UserError("--results writes the results of --samples FILE.jsonl; give both")
-    if results is not None and (results.is_dir() or not results.absolute().parent.is_dir()):
-        raise UserError(f"--results {results}: not a file in an existing folder")
     if results is not None:
         from coral_core.files.fileio import same_file
+        from coral_core.files.outputs import check_output
         from coral_core.run.rundir import refuse_run_file
 
+        check_output(results, "--results")
         refuse_run_file(results, "--results")
         for flag, path in (("--samples", samples), ("--data", data), ("--config", config)):
             if path is not None and same_file(results, path):

@@ -3,8 +3,6 @@ objectives), as JSONL or CSV."""
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -28,6 +26,7 @@ def export(
                                         help="Only this trial (default: every trial)."),
 ) -> None:
     """Every sample of a run, one row each (see HELP)."""
+    from coral_core.files.outputs import check_output, output_file
     from coral_core.results.export import FORMATS, sample_rows, write
     from coral_core.run.rundir import refuse_run_file
 
@@ -35,24 +34,14 @@ def export(
         raise UserError(f"--format must be one of {', '.join(FORMATS)}, not '{fmt}'")
     if output is not None:
         refuse_run_file(output, "--output")
+        check_output(output, "--output")
     rows = sample_rows(run_dir, trial)
     if output is None:
         _checked(lambda: write(rows, sys.stdout, fmt), run_dir)
         sys.stdout.flush()
         return
-    partial = output.with_name(f".{output.name}.{secrets.token_hex(8)}.partial")
-    try:
-        handle = open(partial, "x", encoding="utf-8", newline="")  # never someone else's
-    except OSError as error:
-        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
-    try:
-        with handle:
-            count = _checked(lambda: write(rows, handle, fmt), run_dir)
-        os.replace(partial, output)  # a reader never sees half an export
-    except OSError as error:
-        raise UserError(f"cannot write {output}: {error.strerror or error}") from None
-    finally:
-        partial.unlink(missing_ok=True)  # ours: made above
+    with output_file(output, "--output") as handle:  # a reader never sees half an export
+        count = _checked(lambda: write(rows, handle, fmt), run_dir)
     sys.stderr.write(f"coral: wrote {count} samples to {output}\n")
 
 

@@ -10,8 +10,10 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess  # nosec B404 - runs this interpreter with fixed code
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -379,3 +381,40 @@ def test_no_output_replaces_a_runs_own_files_or_the_commands_inputs(run_copy, tm
                           env=env)
     assert beside.returncode == 0, beside.stderr
     assert json.loads((run_copy / "samples.jsonl").read_text().splitlines()[0])["task"]
+
+
+def test_an_output_that_is_a_device_fifo_or_link_is_written_through(run_copy, tmp_path, env):
+    """`--results /dev/null` and `export -o /dev/stdout` replaced the node with a regular
+    file (as root, the system's own /dev/null; found by a fuzzing pass). A device or FIFO
+    is written to as it is, a link's file is replaced and the link kept, a folder refused."""
+    samples = tmp_path / "s.jsonl"
+    samples.write_text(json.dumps({"task_id": "gcd", "solution": "def gcd(a, b):\n"
+                                   "    return 1\n"}) + "\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    done = run_measured("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                        "--results", str(fifo), env=env)
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and b'"passed": false' in received[0]
+    target = tmp_path / "target.jsonl"
+    target.write_text("old\n")
+    (tmp_path / "link.jsonl").symlink_to(target)
+    done = run_measured("export", str(run_copy), "-o", str(tmp_path / "link.jsonl"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "link.jsonl").is_symlink() and '"task"' in target.read_text()
+    if os.geteuid() == 0:
+        node = tmp_path / "null"
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        for args in (("export", str(run_copy), "-o", str(node)),
+                     ("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                      "--results", str(node))):
+            done = run_measured(*args, env=env)
+            assert done.returncode == 0, done.stderr
+            assert stat.S_ISCHR(node.lstat().st_mode), args
+    (tmp_path / "folder").mkdir()
+    _refused(run_measured("fim", "build", str(run_copy), "--out", str(tmp_path / "folder"),
+                          env=env), "is a folder")

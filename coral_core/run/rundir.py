@@ -127,8 +127,9 @@ def refuse_run_file(path: Path, flag: str) -> None:
     """An output (`flag` names it) may not replace a file of a run (its store, its
     configuration, lock or summary), however the path is spelled: `coral export RUN -o
     RUN/coral.sqlite` would replace the run it reads with its own export."""
-    folder = Path(os.path.realpath(Path(path).absolute().parent))
-    if Path(path).name in run_files() and (
+    real = Path(os.path.realpath(Path(path).absolute()))  # an output follows a link
+    folder = real.parent
+    if real.name in run_files() and (
             (folder / RunStore.FILENAME).exists() or (folder / CONFIG_FILE).exists()):
         raise UserError(f"{flag} {path} is a file of the run in {folder}; write elsewhere "
                         "(it would replace the run's own)")

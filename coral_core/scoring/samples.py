@@ -26,7 +26,7 @@ from coral_core.files.decoding import jsonl_file
 from coral_core.errors import UserError
 from coral_core.execution import code_digest
 from coral_core.run.factories import build_executor
-from coral_core.files.atomic import write_text_atomic
+from coral_core.files.outputs import write_output
 from coral_core.scoring.metrics import summarize
 from coral_core.protocols import Dataset
 from coral_core.scoring.sample_results import result_fields
@@ -161,11 +161,7 @@ def write_results(scored: Scored, path: Path) -> None:
     text = "".join(line + "\n" for line in lines)
     # a lone surrogate (a completion may hold one) becomes its JSON escape, read back as is
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    try:
-        write_text_atomic(Path(path), text)
-    except OSError as error:
-        raise UserError(f"--results {path}: cannot write it ({error.strerror or error})") \
-            from None
+    write_output(path, text, "--results")
 
 
 def _summary(config: Mapping[str, Any], dataset: Dataset, tasks: Mapping[str, Task],

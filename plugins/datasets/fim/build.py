@@ -23,6 +23,7 @@ from coral_core import parsing
 from coral_core.errors import UserError
 from coral_core.files.atomic import write_text_atomic
 from coral_core.files.fileio import read_text
+from coral_core.files.outputs import write_output
 
 from .extract import extracts_to_itself
 
@@ -256,11 +257,16 @@ def _one(path: Path, root: Path, kind: str, rng: random.Random, language: str,
     return None
 
 
-def write_jsonl(tasks: list[dict], out: str | os.PathLike[str]) -> None:
+def write_jsonl(tasks: list[dict], out: str | os.PathLike[str], users: bool = False) -> None:
+    """`users`: `out` is the user's `--out` (a device is written to, a link followed);
+    else a file in Coral's cache (replaced, never followed)."""
     out = Path(out)
+    text = "".join(json.dumps(task, ensure_ascii=False) + "\n" for task in tasks)
+    if users:
+        write_output(out, text, "--out")
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, "".join(json.dumps(task, ensure_ascii=False) + "\n"
-                                   for task in tasks))
+    write_text_atomic(out, text)
 
 
 def stdlib_dir() -> Path:

@@ -27,18 +27,20 @@ def build(
 ) -> None:
     """Write deterministic FIM tasks (prefix, suffix, groundtruth) built from SRC_DIR."""
     from coral_core.files.fileio import same_file
+    from coral_core.files.outputs import check_output
     from coral_core.run.rundir import refuse_run_file
 
     from . import build as builder
 
     refuse_run_file(out, "--out")
+    check_output(out, "--out")
     chosen = language or "python"
     if out.exists() and chosen in builder.EXTENSIONS and any(
             same_file(out, path) for path in builder.source_files(src, chosen)):
         raise UserError(f"--out {out} is one of the source files read from {src}; write "
                         "the tasks elsewhere")
     tasks = builder.build_tasks(src, kind, n, seed, chosen)
-    builder.write_jsonl(tasks, out)
+    builder.write_jsonl(tasks, out, users=True)
     note(f"wrote {len(tasks)} {kind} tasks to {out}")
     if len(tasks) < n:
         note(f"fewer than the {n} asked for: {src} offers only {len(tasks)} distinct {kind} "

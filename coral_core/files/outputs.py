@@ -1,0 +1,74 @@
+"""Files a user names for an output (`--results`, `export -o`, `fim build --out`).
+
+A regular file, or a new one, is replaced whole: written beside it under a temporary name
+and renamed over it, so a reader never sees half of it and a failure leaves the old one.
+Through a symbolic link the file it names is replaced, and the link stays. A device or a
+FIFO (`/dev/null`, `/dev/stdout`, a pipe) is written to as it is: renaming over one
+replaced the node itself with a regular file, which as root destroyed `/dev/null` (found by
+a fuzzing pass). A folder or a socket is refused in one line. (Coral's own files in run
+directories and caches are written by files/atomic.py instead, never through a link.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import IO, Iterator
+
+from coral_core.errors import UserError
+
+
+def _destination(path: Path, what: str) -> Path | None:
+    """The file to replace, or None for a device or FIFO to write to as it is."""
+    try:
+        info = os.stat(path)  # through links
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode):
+            return None
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a file"
+        raise UserError(f"{what} {path} is {kind}; give a file to write")
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if not target.parent.is_dir():
+        raise UserError(f"{what} {path}: not a file in an existing folder")
+    return target
+
+
+@contextlib.contextmanager
+def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[IO[str]]:
+    """A text handle whose content becomes `path` when the block ends without error."""
+    path = Path(path)
+    target = _destination(path, what)
+    try:
+        if target is None:
+            with open(path, "w", encoding="utf-8", newline="") as handle:
+                yield handle
+            return
+        draft = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(draft, "x", encoding="utf-8", newline="") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(draft, target)
+        finally:
+            draft.unlink(missing_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+
+
+def check_output(path: str | os.PathLike[str], what: str = "output") -> None:
+    """Refuse, before any work, an output that cannot be written (a folder, a socket, a
+    file in a folder that does not exist)."""
+    _destination(Path(path), what)
+
+
+def write_output(path: str | os.PathLike[str], text: str, what: str = "output") -> None:
+    with output_file(path, what) as handle:
+        handle.write(text)
