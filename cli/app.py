@@ -138,6 +138,9 @@ def root(
     """Score code models honestly, and search for the configuration that scores best."""
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def _fail(message: str, code: int = 2) -> None:
     sys.stderr.write(f"coral: error: {' '.join(printable(message).split())}\n")
     sys.stderr.flush()
@@ -149,7 +152,11 @@ def _setup_logging() -> None:
     handler.setFormatter(_Formatter("coral: %(levelname_lower)s: %(message)s"))
     root_logger = logging.getLogger()
     root_logger.handlers[:] = [handler]
-    root_logger.setLevel(os.environ.get("CORAL_LOG_LEVEL", "WARNING").upper())
+    level = os.environ.get("CORAL_LOG_LEVEL", "").strip().upper() or "WARNING"
+    if level not in LEVELS:
+        _fail(f"CORAL_LOG_LEVEL={os.environ['CORAL_LOG_LEVEL']!r}: give one of "
+              f"{', '.join(LEVELS)}")
+    root_logger.setLevel(level)
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.ERROR)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -17,6 +18,7 @@ from .command import CONTEXT, CoralCommand
 app = typer.Typer(help="Data sets: list them, show their problems, fetch them.",
                   no_args_is_help=True, context_settings=CONTEXT)
 
+MAX_TIMEOUT = 86400.0  # seconds: a day (inf overflowed the deadline thread; nan never ended)
 DATA_DIR_HELP = "Folder holding data sets (else CORAL_DATA_DIR, else the fetched copy)."
 
 
@@ -107,6 +109,8 @@ def fetch(
         raise UserError(f"data set '{name}' cannot be fetched; give its folder with --data-dir")
     options = {}
     if timeout is not None:
+        if not math.isfinite(timeout) or timeout > MAX_TIMEOUT:
+            raise UserError(f"--timeout {timeout}: give seconds, at most {MAX_TIMEOUT:g}")
         if not accepts(fetch_method, "timeout"):
             raise UserError(f"data set '{name}' does not take --timeout")
         options["timeout"] = timeout

@@ -18,6 +18,7 @@ def files(tmp_path_factory, data_dir):
     (root / "bad_range.toml").write_text('[model]\ntop_p = 1.5\n')
     (root / "unknown_evaluator.toml").write_text('[evaluators]\nuse = ["tests", "nope"]\n')
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
+    (root / "nul.toml").write_text('[run]\nout = "runs/a\\u0000b"\n')
     (root / "gcd.py").write_text(good)
     (root / "latin1.py").write_bytes("def gcd(a, b):\n    return 'é'\n".encode("latin-1"))
     (root / "empty_data").mkdir()
@@ -73,7 +74,22 @@ CASES = {
     "report of a folder that is not a run": (["report", "{not_a_run}"],
                                              "is not a Coral run directory"),
     "fetch of an unknown data set": (["datasets", "fetch", "nope"], "unknown dataset 'nope'"),
+    # found by a fuzzing pass: each was a traceback (or no deadline at all)
+    "NUL in a config string": (["run", "--plugin", "quixbugs", "--config", "{nul.toml}"],
+                               "NUL character"),
+    "infinite fetch timeout": (["datasets", "fetch", "quixbugs", "--timeout", "inf"],
+                               "--timeout inf"),
+    "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
+                            "--base-url", "http://a..b:9/v1"], "is malformed"),
 }
+
+
+def test_a_bad_log_level_is_one_line(tmp_path, data_dir):
+    env = {**coral_env(data_dir), "CORAL_LOG_LEVEL": "chatty"}
+    result = run_coral("--version", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "coral: error: CORAL_LOG_LEVEL='chatty': give one of DEBUG, INFO, WARNING, ERROR, "
+        "CRITICAL"]
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -39,10 +39,15 @@ def _number(text: str, kind: type) -> Any:
 def _check_depth(value: Any, where: str, int_range: bool = False) -> Any:
     """Iteratively (a recursive walk would fail on the document it guards against).
     `int_range`: integers within 2**63 as TOML defines them (JSON from other programs
-    holds larger ones: Hugging Face configs write model_max_length = 1e30 as an integer)."""
+    holds larger ones: Hugging Face configs write model_max_length = 1e30 as an integer),
+    and no NUL in a string or key (a configuration's strings become paths, URLs and
+    names: "\u0000" in `run.out` crashed the run where it became a path)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if int_range and (isinstance(item, str) and "\0" in item or isinstance(item, dict)
+                          and any("\0" in key for key in item)):
+            raise DecodeError(f"{where}: a string holds a NUL character (\\u0000)")
         if isinstance(item, (dict, list)):
             if depth > MAX_DEPTH:
                 raise DecodeError(f"{where}: nested deeper than {MAX_DEPTH} levels")

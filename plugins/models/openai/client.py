@@ -175,7 +175,12 @@ def _normalise_base_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
+        if any(ord(c) < 32 or ord(c) == 127 for c in url):
+            raise ValueError("a control character")
+        if parts.hostname:  # what the connection will ask of the host name (IDNA: an
+            parts.hostname.encode("idna")  # empty or 64-character label raised there)
+        httpx.URL(url)
+    except (ValueError, UnicodeError, httpx.InvalidURL):
         raise UserError(f"openai: base URL {excerpt(url)!r} is malformed") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UserError(f"openai: base URL must look like http://HOST:PORT/v1, not "
