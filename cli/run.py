@@ -58,7 +58,8 @@ def run(
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
     from coral_core.config import launch
-    from coral_core.run.rundir import check_new_run_dir, create_run, default_run_dir, open_run
+    from coral_core.run.rundir import (
+        check_new_run_dir, create_run, default_run_dir, open_run, record_relocation)
     from coral_core.run.runner import Interrupted, check_run, execute, prepare
 
     from .output import note, print_json, reserve_stdout, show_results
@@ -74,9 +75,15 @@ def run(
     if resume is not None:
         launch.refuse_with_resume({"plugin": plugin, "config": config, "model_arg": model_arg,
                                    "dry_run": dry_run, **flags})
-        info, lock = open_run(resume, launch.relocations(data_dir, base_url))
+        relocate = launch.relocations(data_dir, base_url)
+        info, lock = open_run(resume, relocate)
         try:
             session = prepare(info.config, info.run_dir)
+            try:
+                record_relocation(info, relocate)  # only what the run accepted
+            except BaseException:
+                session.close()
+                raise
         except BaseException:
             lock.release()
             raise

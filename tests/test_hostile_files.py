@@ -418,3 +418,16 @@ def test_an_output_that_is_a_device_fifo_or_link_is_written_through(run_copy, tm
     (tmp_path / "folder").mkdir()
     _refused(run_measured("fim", "build", str(run_copy), "--out", str(tmp_path / "folder"),
                           env=env), "is a folder")
+
+
+def test_a_refused_relocation_is_not_kept(run_copy, tmp_path, env):
+    """`--resume RUN --data-dir WRONG` was refused, but WRONG was already written into
+    config.toml, and every later resume failed on a --data-dir nobody gave (a fuzzing
+    pass)."""
+    run = _unfinished(run_copy)
+    before = (run / "config.toml").read_bytes()
+    _refused(run_measured("run", "--resume", str(run), "--data-dir", str(tmp_path), env=env),
+             "has no 'quixbugs' folder")
+    assert (run / "config.toml").read_bytes() == before
+    resumed = run_measured("run", "--resume", str(run), "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr

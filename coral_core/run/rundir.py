@@ -187,7 +187,9 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
              ) -> tuple[RunInfo, RunLock]:
     """An interrupted run to resume, locked. Refused: a finished run, a folder that is
     not a run, a config.toml edited since the run began. `relocate` sets relocatable keys
-    (data_dir, base_url); they are written back to config.toml and logged in the store."""
+    (data_dir, base_url) in the config returned; `record_relocation` writes them back to
+    config.toml and logs them in the store once the run has accepted them (a refused
+    `--data-dir` was kept, and every later resume failed on it)."""
     run_dir = Path(os.path.abspath(run_dir))
     if not is_run_dir(run_dir):
         raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
@@ -203,8 +205,9 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
                 raise UserError(f"{run_dir / CONFIG_FILE} was edited after the run began; "
                                 "restore it, or start a new run with --config")
             if relocate:
-                config = _relocated(run_dir, config, relocate, store)
-            store.set_meta("status", "running")
+                config = {section: dict(values) for section, values in config.items()}
+                for (section, key), value in relocate.items():
+                    config[section][key] = value
         finally:
             store.close()
     except BaseException:
@@ -213,15 +216,20 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
     return RunInfo(run_dir, config, resumed=True), lock
 
 
-def _relocated(run_dir: Path, config: dict[str, Any], relocate: Mapping[tuple[str, str], str],
-               store: RunStore) -> dict[str, Any]:
-    config = {section: dict(values) for section, values in config.items()}
-    for (section, key), value in relocate.items():
-        config[section][key] = value
-    write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
-    log = json_value(store.meta("relocations") or "[]", f"{store.path}: relocations")
-    if not isinstance(log, list):
-        raise UserError(f"{store.path}: relocations has the wrong shape; the store is damaged")
-    log.append({"time": time.time(), **{f"{s}.{k}": v for (s, k), v in relocate.items()}})
-    store.set_meta("relocations", json.dumps(log))
-    return config
+def record_relocation(info: RunInfo, relocate: Mapping[tuple[str, str], str]) -> None:
+    """Mark a resumed run running, with its accepted relocations written to config.toml
+    and logged in the store (the caller holds its lock)."""
+    store = RunStore.in_run(info.run_dir)
+    try:
+        if relocate:
+            write_text_atomic(info.run_dir / CONFIG_FILE, configuration.dump(info.config))
+            log = json_value(store.meta("relocations") or "[]", f"{store.path}: relocations")
+            if not isinstance(log, list):
+                raise UserError(f"{store.path}: relocations has the wrong shape; the store "
+                                "is damaged")
+            log.append({"time": time.time(),
+                        **{f"{s}.{k}": v for (s, k), v in relocate.items()}})
+            store.set_meta("relocations", json.dumps(log))
+        store.set_meta("status", "running")
+    finally:
+        store.close()
