@@ -103,3 +103,19 @@ def test_user_error_is_one_line_and_status_2(name, files, tmp_path, data_dir):
     assert message in lines[0], (name, lines[0])
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "runs").exists(), "a failed start must not leave a run directory"
+
+
+@pytest.mark.parametrize("cache", ["file", "missing under /proc"])
+def test_a_cache_that_cannot_be_used_is_one_line(tmp_path, data_dir, cache):
+    """CORAL_CACHE_DIR naming a file (or a folder that cannot be made) was a traceback
+    from `datasets fetch` and the FIM preset (a fuzzing pass)."""
+    (tmp_path / "file").write_text("not a folder")
+    where = tmp_path / "file" if cache == "file" else "/proc/coral-cannot-be-here"
+    env = {**coral_env(data_dir), "CORAL_CACHE_DIR": str(where)}
+    for args in (["datasets", "fetch", "quixbugs"], ["run", "--plugin", "fim", "--json"]):
+        result = run_coral(*args, env=env, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.strip().splitlines() == [
+            f"coral: error: cannot use Coral's cache folder {where} "
+            f"({'Not a directory' if cache == 'file' else 'No such file or directory'}); "
+            "set CORAL_CACHE_DIR to a folder you can write"], result.stderr

@@ -431,3 +431,11 @@ def test_a_refused_relocation_is_not_kept(run_copy, tmp_path, env):
     assert (run / "config.toml").read_bytes() == before
     resumed = run_measured("run", "--resume", str(run), "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_summary_that_is_a_folder_is_refused_before_any_work(run_copy, env):
+    """It was a 47-line traceback at the end of the resumed run, which stayed `running`."""
+    run = _unfinished(run_copy)
+    (run / "summary.json").unlink(missing_ok=True)
+    (run / "summary.json").mkdir()
+    _refused(run_measured("run", "--resume", str(run), env=env), "summary.json is not a file")

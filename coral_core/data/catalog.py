@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core import plugins
-from coral_core.data.locate import fetched_dir, find_dataset_dir
+from coral_core.data.locate import fetched_dir, find_dataset_dir, is_folder
 from coral_core.errors import UserError
 from coral_core.run.factories import build_dataset
 from coral_core.config.blueprints import DatasetBlueprint
@@ -51,7 +51,7 @@ def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:
             "fetchable": callable(getattr(source, "fetch", None)),
             "fetch_name": folder,
             "needs_data": needs_files(factory),
-            "cached": fetched_dir(folder).is_dir(),
+            "cached": is_folder(fetched_dir(folder)),
             "data": location(name, factory, data_dir),
         })
     return rows

@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlsplit
 from coral_core.files.atomic import publish_dir
 from coral_core.errors import UserError
 from coral_core.files.fileio import open_plain
-from coral_core.data.locate import FetchLimits, fetched_dir
+from coral_core.data.locate import FetchLimits, cache_folder, fetched_dir
 
 CHUNK = 1 << 20
 
@@ -429,7 +429,7 @@ def fetch_pinned(
     """
     folders = sorted(folders)
     target = fetched_dir(name)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    cache_folder("datasets")
     if target.is_dir() and not force:
         with contextlib.suppress(UserError):  # a fetch running now cleans up itself
             with _fetch_lock(target.parent, name):

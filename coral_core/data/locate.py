@@ -35,6 +35,30 @@ def cache_root() -> Path:
     return Path(base) / "coral"
 
 
+def cache_folder(*parts: str) -> Path:
+    """A folder in Coral's cache, made if missing; a cache that cannot be used (a file, a
+    folder that cannot be made or written) is one line, not a traceback."""
+    root = cache_root()
+    path = root.joinpath(*parts)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as error:
+        raise UserError(f"cannot use Coral's cache folder {root} ({error.strerror or error}); "
+                        "set CORAL_CACHE_DIR to a folder you can write") from None
+    return path
+
+
+def is_folder(path: Path) -> bool:
+    """`path.is_dir()`, False where it cannot be looked at (a cache under a home another
+    user cannot enter raised PermissionError)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def fetched_dir(name: str) -> Path:
     return cache_root() / "datasets" / name
 
@@ -53,14 +77,14 @@ def find_dataset_dir(name: str, data_dir: str | os.PathLike[str] | None = None) 
     else:
         where, source = None, ""
     if where is not None:
-        if (where / name).is_dir():
+        if is_folder(where / name):
             return (where / name).resolve()
-        reason = "does not exist" if not where.exists() else f"has no '{name}' folder"
+        reason = "does not exist" if not is_folder(where) else f"has no '{name}' folder"
         raise UserError(
             f"{source} {reason}; give a folder holding {name}/ (upstream layout) "
             f"or run 'coral datasets fetch {name}'"
         )
-    if fetched_dir(name).is_dir():
+    if is_folder(fetched_dir(name)):
         return fetched_dir(name)
     raise UserError(
         f"no {name} data: pass --data-dir DIR (or set CORAL_DATA_DIR) to a folder holding "

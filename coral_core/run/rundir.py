@@ -194,6 +194,10 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
     if not is_run_dir(run_dir):
         raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
                         f"{RunStore.FILENAME})")
+    summary = run_dir / SUMMARY_FILE
+    if summary.exists() and not summary.is_symlink() and not summary.is_file():
+        raise UserError(f"{summary} is not a file (the run writes its summary there at the "
+                        "end); move it away and resume")
     lock = RunLock(run_dir).acquire()
     try:
         config = read_config(run_dir)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from coral_core.data.locate import cache_root
+from coral_core.data.locate import cache_folder
 from coral_core.files.decoding import jsonl_file as json_lines
 from coral_core.errors import UserError
 from coral_core.files.fileio import is_regular
@@ -92,7 +92,7 @@ def default_set(kind: str = "line", n: int = 200, seed: int = 0) -> Path:
     """The default set from this interpreter's standard library, built once and cached."""
     root = build.stdlib_dir()
     key = hashlib.sha256(f"{root}|{sys.version}|{build.BUILDER_VERSION}".encode()).hexdigest()
-    path = cache_root() / "fim" / f"stdlib-{kind}-{n}-{seed}-{key[:12]}.jsonl"
+    path = cache_folder("fim") / f"stdlib-{kind}-{n}-{seed}-{key[:12]}.jsonl"
     if not is_regular(path):  # absent, or a link or FIFO planted in the cache: (re)built
         build.write_jsonl(build.build_tasks(root, kind, n, seed, "python"), path)
     return path

@@ -133,7 +133,12 @@ def cached_adapter(cache_dir: Path, key: str) -> Path | None:
 @contextmanager
 def key_lock(cache_dir: Path, key: str) -> Iterator[None]:
     """Hold an exclusive lock on `key` (blocks while another process trains it)."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"cannot use the adapter cache {cache_dir} "
+                        f"({error.strerror or error}); set [search.options.training] cache_dir or "
+                        "CORAL_CACHE_DIR to a folder you can write") from None
     descriptor = open_plain(cache_dir / f".{key}.lock", "adapter cache lock")
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
