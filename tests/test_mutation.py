@@ -365,14 +365,17 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     with sqlite3.connect(root / "mine.sqlite") as db:
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["results"]
     (root / "empty.py").write_text("")
+    os.mkfifo(root / "fifo")  # SQLite wrote fifo-journal beside a node (a fuzzing pass)
     before = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
     for args in (("--module", "calc.py", "--tests", "test_calc.py", "--session", "calc.py"),
                  ("--module", "empty.py", "--tests", "test_calc.py", "--session", "empty.py"),
-                 ("--module", "calc.py", "--tests", "test_calc.py", "--session", ".")):
+                 ("--module", "calc.py", "--tests", "test_calc.py", "--session", "."),
+                 ("--module", "calc.py", "--tests", "test_calc.py", "--session", "fifo")):
         done = coral(root, "mutation", "run", *args)  # sqlalchemy's error and SQL, once
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "[SQL" not in done.stderr and "sqlalche.me" not in done.stderr, done.stderr
     assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()} == before
+    assert not (root / "fifo-journal").exists()
 
 
 def test_an_interrupted_run_is_one_line(tmp_path):

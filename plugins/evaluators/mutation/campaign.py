@@ -129,6 +129,9 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     session_path = Path(session_path or default_session(project, given[0]))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
+    if os.path.lexists(session_path) and not os.path.isfile(session_path):
+        raise UserError(f"--session {session_path} is not a file (SQLite would write its "
+                        "journal beside it); give a file, or a new path")
     if any(same_file(session_path, path) for path in [*found, *test_paths]):
         raise UserError(f"--session {session_path} is a file the run reads (a module or a "
                         "test file); give the session a file of its own")
