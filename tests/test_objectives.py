@@ -49,6 +49,8 @@ def test_seed_formulas():
     assert runtime_score(0.001, 0.010, 0, 4) == 0.0
     assert weighted_fitness({"a": 1.0, "b": 0.0}, {"a": 3.0, "b": 1.0}) == 0.75
     assert weighted_fitness({"a": 1.0, "extra": 0.0}, {"a": 1.0}) == 1.0
+    # huge but finite weights summed to inf, and the fitness to 0.0 (a fuzzing pass)
+    assert weighted_fitness({"a": 1.0, "b": 0.0}, {"a": 1e308, "b": 1e308}) == 0.5
 
 
 def test_correct_program_scores_on_every_objective(scorer, gcd):

@@ -35,10 +35,12 @@ def weighted_fitness(objectives: Mapping[str, float], weights: Mapping[str, floa
     used = {name: weights.get(name, 0.0) for name in objectives} if weights else {
         name: 1.0 for name in objectives
     }
-    total = sum(used.values())
-    if total <= 0:
+    largest = max(used.values(), default=0.0)
+    if not largest > 0:
         return 0.0
-    return sum(objectives[name] * w for name, w in used.items()) / total
+    # as fractions of the largest: weights of 1e308 summed to inf, and the fitness to 0
+    used = {name: w / largest for name, w in used.items()}
+    return sum(objectives[name] * w for name, w in used.items()) / sum(used.values())
 
 
 class Scorer:
