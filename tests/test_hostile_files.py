@@ -439,3 +439,13 @@ def test_a_summary_that_is_a_folder_is_refused_before_any_work(run_copy, env):
     (run / "summary.json").unlink(missing_ok=True)
     (run / "summary.json").mkdir()
     _refused(run_measured("run", "--resume", str(run), env=env), "summary.json is not a file")
+
+
+def test_an_emptied_store_is_refused_without_being_written(run_copy, env):
+    """Resuming a run whose store was truncated blamed an edited config.toml and wrote a
+    fresh schema into the damaged file (a fuzzing pass)."""
+    for suffix in ("-wal", "-shm"):
+        (run_copy / f"coral.sqlite{suffix}").unlink(missing_ok=True)
+    (run_copy / "coral.sqlite").write_bytes(b"")
+    _refused(run_measured("run", "--resume", str(run_copy), env=env), "cannot be resumed")
+    assert (run_copy / "coral.sqlite").stat().st_size == 0

@@ -201,6 +201,7 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
     lock = RunLock(run_dir).acquire()
     try:
         config = read_config(run_dir)
+        _has_a_run(run_dir)
         store = RunStore.in_run(run_dir)
         try:
             if store.meta("status") == "finished":
@@ -218,6 +219,22 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         lock.release()
         raise
     return RunInfo(run_dir, config, resumed=True), lock
+
+
+def _has_a_run(run_dir: Path) -> None:
+    """The store holds a run, read without writing: opening an emptied store to resume it
+    wrote a fresh schema into it, and the refusal blamed an edited config.toml."""
+    try:
+        store = RunStore.in_run(run_dir, read_only=True)
+    except UserError as error:
+        raise UserError(f"{error}; the run cannot be resumed") from None
+    try:
+        digest = store.meta("config_digest")
+    finally:
+        store.close()
+    if digest is None:
+        raise UserError(f"{run_dir / RunStore.FILENAME} holds no run (it is empty or was "
+                        "damaged); the run cannot be resumed")
 
 
 def record_relocation(info: RunInfo, relocate: Mapping[tuple[str, str], str]) -> None:
