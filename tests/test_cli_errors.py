@@ -79,6 +79,8 @@ CASES = {
                                "NUL character"),
     "infinite fetch timeout": (["datasets", "fetch", "quixbugs", "--timeout", "inf"],
                                "--timeout inf"),
+    "resume with a flag at zero": (["run", "--resume", "{not_a_run}", "--seed", "0"],
+                                   "drop --seed"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }

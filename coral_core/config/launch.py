@@ -220,10 +220,18 @@ def _model_keys(user: Sequence[Mapping[str, Any]]) -> set[str]:
     return keys
 
 
+def _given(value: Any) -> bool:
+    """A flag the user gave: `--seed 0` and `--limit 0` are (0 == False made them look
+    absent, and a resume took them silently)."""
+    if value is None or value is False:
+        return False
+    return not (isinstance(value, (list, tuple)) and not value)
+
+
 def refuse_with_resume(given: Mapping[str, Any]) -> None:
     """--resume continues a run as configured: only relocating flags may come with it."""
     named = [flag_name(name) for name, value in given.items()
-             if value not in (None, False, [], ()) and name not in RELOCATING]
+             if _given(value) and name not in RELOCATING]
     if named:
         raise UserError("--resume continues a run as it was configured (only --data-dir "
                         f"and --base-url may relocate it); drop {', '.join(named)}")
