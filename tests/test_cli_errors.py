@@ -18,6 +18,7 @@ def files(tmp_path_factory, data_dir):
     (root / "bad_range.toml").write_text('[model]\ntop_p = 1.5\n')
     (root / "unknown_evaluator.toml").write_text('[evaluators]\nuse = ["tests", "nope"]\n')
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
+    (root / "pass0.toml").write_text('[search]\nrank_by = "pass@0"\n')
     (root / "nul.toml").write_text('[run]\nout = "runs/a\\u0000b"\n')
     (root / "gcd.py").write_text(good)
     (root / "latin1.py").write_bytes("def gcd(a, b):\n    return 'é'\n".encode("latin-1"))
@@ -81,6 +82,11 @@ CASES = {
                                "--timeout inf"),
     "resume with a flag at zero": (["run", "--resume", "{not_a_run}", "--seed", "0"],
                                    "drop --seed"),
+    "an option the data set does not take": (
+        ["run", "--plugin", "quixbugs", "--prompt-style", "instruction", "--dry-run"],
+        "'quixbugs' takes no option 'prompt' (it takes: data_dir, include_slow)"),
+    "pass@0": (["run", "--plugin", "quixbugs", "--config", "{pass0.toml}"],
+               "must be pass@K with K from 1 to 100000"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }

@@ -76,6 +76,13 @@ def check_call(factory: Callable[..., Any], label: str, *args: Any, **options: A
     try:
         signature.bind(*args, **options)
     except TypeError as error:
+        named = [p.name for p in signature.parameters.values()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = [name for name in options if name not in named]
+        if unknown and not any(p.kind is p.VAR_KEYWORD
+                               for p in signature.parameters.values()):
+            raise UserError(f"{label} takes no option '{unknown[0]}' (it takes: "
+                            f"{', '.join(named) or 'none'})") from None
         raise UserError(f"bad options for {label}: {error}") from None
 
 

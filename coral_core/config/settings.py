@@ -101,6 +101,19 @@ class Setting:
 
 _RUN = "the run's own settings hold for every trial"
 _SEARCH = "it configures the search itself"
+
+
+def _rank_by(value: str) -> bool | str:
+    """An objective, fitness, or pass@K with K a whole number from 1 (pass@0 was taken)."""
+    if not value:
+        return "must name an objective (or fitness)"
+    if value.startswith("pass@"):
+        k = value[len("pass@"):]
+        if not (k.isascii() and k.isdigit() and 1 <= int(k) <= 100000):
+            return "must be pass@K with K from 1 to 100000"
+    return True
+
+
 _WHERE = "it says where the work runs, not what it computes"
 _RESOURCES = "it sets the resources a run uses, not what it computes"
 
@@ -199,7 +212,7 @@ SETTINGS: tuple[Setting, ...] = (
             "`single`, `grid`, `random` or a search plugin's strategy.", fixed=_SEARCH),
     Setting("search", "rank_by", "str", "fitness",
             "What names the best trial: `fitness`, an objective, or `pass@K`.",
-            check=lambda v: bool(v) or "must name an objective (or fitness)", fixed=_SEARCH),
+            check=_rank_by, fixed=_SEARCH),
     Setting("search", "space", "space", {},
             "`\"section.key\" = [values]` (or `{low, high}` ranges for random): the "
             "dimensions a search varies.", fixed=_SEARCH),
