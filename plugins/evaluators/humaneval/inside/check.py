@@ -232,10 +232,16 @@ class Checker:
         try:
             decoder = codec.Decoder(reply.get("t", {}), None, other=self._handles)
             found = reply["n"]
+            entry = self.private["entry_point"]
             for name in names:
                 spec = found.get(name)
-                if spec == ["f"]:
-                    namespace[name] = ProgramFunction(self, name)
+                if type(spec) is list and spec[:1] == ["f"]:
+                    # the entry point is the function as it was when the test began (a
+                    # program that rebinds it after a first right answer kept answering
+                    # through the new one); other names are globals, looked up per call
+                    bound = spec[1] if name == entry and len(spec) == 2 and type(
+                        spec[1]) is int else name
+                    namespace[name] = ProgramFunction(self, bound)
                 elif type(spec) is list and len(spec) == 2 and spec[0] == "v":
                     namespace[name] = decoder.value(spec[1])
         except (codec.Unsendable, KeyError, TypeError, ValueError, OverflowError,
