@@ -14,6 +14,7 @@ provided: a test that needs one fails with a clear detail. Each test's start and
 to the program's process, which measures its CPU time and coverage and reports.
 """
 
+import contextlib
 import itertools
 import signal
 import sys
@@ -208,15 +209,26 @@ def _xunit(owner, names, argument):
     return None
 
 
-def run_one(test_id, function, owner, arguments, budget, pytest):
+@contextlib.contextmanager
+def _budgeted(budget):
+    """The test budget as a CPU-time timer: its expiry raises _Expired in the test's code
+    (a test's own, or a setup's)."""
     _state["expired"] = False
     signal.signal(signal.SIGPROF, _expire)
+    signal.setitimer(signal.ITIMER_PROF, budget, AGAIN)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+
+
+def run_one(test_id, function, owner, arguments, budget, pytest):
     proxy.CHANNEL[0].send("T", test_id)
     started = time.process_time()
     status, detail = "pass", ""
-    signal.setitimer(signal.ITIMER_PROF, budget, AGAIN)
     try:
-        _call(function, owner, arguments)
+        with _budgeted(budget):
+            _call(function, owner, arguments)
     except _Expired:
         status = "timeout"
     except pytest.skip.Exception:
@@ -225,8 +237,6 @@ def run_one(test_id, function, owner, arguments, budget, pytest):
         status, detail = "error", "setup failed: %s" % error
     except BaseException as error:  # noqa: B902 - a test's every failure is its verdict
         status, detail = "fail", _describe(error)
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
     if _state["expired"]:  # a test that swallowed the expiry still ran out of time
         status, detail = "timeout", ""
     return [test_id, status, round(time.process_time() - started, 6), detail]
@@ -267,16 +277,12 @@ class _Scopes:
         self.owner, self.owner_state = None, ""
 
     def _timed(self, owner, names, argument):
-        _state["expired"] = False
-        signal.signal(signal.SIGPROF, _expire)
-        signal.setitimer(signal.ITIMER_PROF, self.budget, AGAIN)
         try:
-            _xunit(owner, names, argument)
-            return "" if not _state["expired"] else "setup ran out of time"
+            with _budgeted(self.budget):
+                _xunit(owner, names, argument)
         except BaseException as error:  # noqa: B902 - the scope's tests error
             return "setup failed: %s" % _describe(error)
-        finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
+        return "" if not _state["expired"] else "setup ran out of time"
 
     def enter(self, owner, last=False):
         """Why the tests of `owner`'s scope cannot run ("" when they can)."""
