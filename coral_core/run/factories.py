@@ -119,6 +119,11 @@ def build_executor(settings: Mapping[str, Any]) -> Executor:
 
 def check_executor(settings: Mapping[str, Any]) -> None:
     plugins.registry().get("executors", settings["executor"])
+    if settings.get("ray_address") and settings["executor"] == "local":
+        # the local executor never reads it: a user who named a cluster meant to use it
+        raise UserError(f"--ray-address ([execution] ray_address) '{settings['ray_address']}' is "
+                        "read only by the ray executor; "
+                        "add --executor ray (or drop the address to run here)")
 
 
 def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> Sandbox:

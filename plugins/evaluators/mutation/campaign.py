@@ -101,6 +101,9 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     run (the rest are skipped)."""
     if executor not in ("local", "ray"):
         raise UserError(f"--executor must be local or ray, not '{executor}'")
+    if ray_address and executor != "ray":
+        raise UserError(f"--ray-address '{ray_address}' is read only by the ray executor; "
+                        "add --executor ray (or drop the address to run here)")
     if timeout_mode not in ("relative", "seed"):
         raise UserError(f"--timeout-mode must be relative or seed, not '{timeout_mode}'")
     if sample is not None and not 0 < sample <= 1:
