@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import coral_env, run_coral
@@ -132,3 +137,44 @@ def test_a_cache_that_cannot_be_used_is_one_line(tmp_path, data_dir, cache):
             f"coral: error: cannot use Coral's cache folder {where} "
             f"({'Not a directory' if cache == 'file' else 'No such file or directory'}); "
             "set CORAL_CACHE_DIR to a folder you can write"], result.stderr
+
+
+def _catches_sigint(pid: int) -> bool | None:
+    """Whether the process has a handler for SIGINT (None: it has exited)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+def test_ctrl_c_while_the_command_imports_is_quiet(tmp_path, data_dir):
+    """^C in the tens of milliseconds that `coral` spends importing printed a traceback from
+    whatever module was loading. The console script now lets SIGINT end it by the signal
+    until the command's own handling is in place. The signal is sent inside that window,
+    found from the process's signal mask rather than from a timing guess; an interpreter
+    that is exiting also drops its handler, so the run must not have started either."""
+    out = tmp_path / "run"
+    command = [str(Path(sys.executable).with_name("coral")), "run", "--plugin", "quixbugs",
+               "--model", "reference", "--limit", "1", "--samples", "1", "--out", str(out)]
+    for _ in range(20):
+        process = subprocess.Popen(command, env=coral_env(data_dir), cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, preexec_fn=_default_sigint)
+        seen_python = False
+        while (caught := _catches_sigint(process.pid)) is not None and process.poll() is None:
+            seen_python = seen_python or caught  # the interpreter's own handler came first
+            if seen_python and not caught:
+                process.send_signal(signal.SIGINT)
+                break
+        stdout, stderr = process.communicate(timeout=120)
+        if seen_python and caught is False:
+            assert (process.returncode, stdout, stderr) == (-signal.SIGINT, "", "")
+            assert not out.exists(), "the signal came after the command had started"
+            return
+    pytest.fail("never caught `coral` between its interpreter's start and its command")
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
