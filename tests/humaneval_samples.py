@@ -138,6 +138,33 @@ def poly(xs, x):
 }
 
 # Programs both harnesses must fail (or pass, where marked), as upstream intends.
+_SPIN_IN_CHILDREN = """    import os, posix, time
+    global _started
+    if not globals().get('_started'):
+        _started = True
+        r, w = posix.pipe()
+        for k in range(2):
+            if posix.fork() == 0:
+                for level in range(DEPTH - 1):  # a double fork: the spinner is orphaned
+                    if posix.fork() != 0:
+                        posix._exit(0)
+                while time.process_time() < 2.5:  # its own CPU time: whatever the load
+                    pass
+                posix.write(w, b'1')
+                posix._exit(0)
+        os.nice(19)
+        os.set_blocking(r, False)
+        while True:
+            try:
+                posix.read(r, 1)
+                break
+            except BlockingIOError:
+                pass
+    while b:
+        a, b = b, a % b
+    return a
+"""
+
 HOSTILE = {
     "syntax_error": ("HumanEval/0", "    return (\n", False),
     "raises": ("HumanEval/0", "    raise ValueError('no')\n", False),
@@ -200,6 +227,11 @@ HOSTILE = {
     "recursion_just_past_upstreams_depth": (
         "HumanEval/53", "    def rec(n):\n        return 0 if n == 0 else 1 + rec(n - 1)\n"
         "    rec(986)\n    return x + y\n", False),
+    # a red-team pass: CPU time in processes the program starts and never waits for (the
+    # check read only the program's own process), or in an orphan of a double fork; each
+    # uses 2.5 s of CPU time (against 3 s for all, or 1 s), then lets the answer through
+    "cpu_in_unwaited_children": ("HumanEval/13", _SPIN_IN_CHILDREN.replace("DEPTH", "1"), False),
+    "cpu_in_an_orphan": ("HumanEval/13", _SPIN_IN_CHILDREN.replace("DEPTH", "2"), False),
     "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"

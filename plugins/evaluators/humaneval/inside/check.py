@@ -29,7 +29,6 @@ import time
 
 import coral_hosted_codec as codec
 
-TICKS = os.sysconf("SC_CLK_TCK")
 TICK = 0.05  # seconds between readings of the program's CPU time while waiting for it
 MAX_LINE = 64 << 20  # bytes of one answer from the program's process
 
@@ -65,9 +64,9 @@ class ProgramFunction:
 
 
 class Checker:
-    def __init__(self, send, record, private, fds, pid):
+    def __init__(self, send, record, private, fds, pid, clock):
         self.send, self.record, self.private = send, record, private
-        (self.read, self.write), self.pid = fds, pid
+        (self.read, self.write), self.pid, self.clock = fds, pid, clock
         self.buffer = bytearray()
         self.budget = float(private["cpu"])
         self.idle_limit = float(private["idle"])
@@ -77,12 +76,8 @@ class Checker:
     # the program's time --------------------------------------------------------------
 
     def _cpu(self):
-        try:
-            with open("/proc/%d/stat" % self.pid, "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            self.cpu = sum(int(v) for v in fields[11:15]) / TICKS
-        except (OSError, IndexError, ValueError):
-            pass  # gone: its last reading stands
+        """The program's CPU time: its process and every process it started (processes.py)."""
+        self.cpu = self.clock.read()
         return self.cpu
 
     def account(self, force=False):
@@ -319,7 +314,10 @@ def _mute():
 def serve(send, record, private, load_module):
     """The check's process, from the moment its modules are loaded; never returns."""
     child = sys.modules["coral_inside.child"]  # the sandbox's own
+    processes = sys.modules["coral_inside.processes"]
     _mute()
     times = os.times()
     send("L %.6f -1" % (times.user + times.system))
-    Checker(send, record, private, child.SPLIT["fd"], child.SPLIT["pid"]).run()
+    pid = child.SPLIT["pid"]
+    clock = processes.JobClock(os.getppid(), exclude=(os.getpid(),), root=pid)
+    Checker(send, record, private, child.SPLIT["fd"], pid, clock).run()

@@ -37,7 +37,6 @@ import types
 
 import coral_testgen_codec as codec
 
-TICKS = os.sysconf("SC_CLK_TCK")
 TICK = 0.05  # seconds between budget checks while the tests run: the same in every run (a
 # cadence that followed the budget left would show the budget in /proc/PPID/status)
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
@@ -74,9 +73,9 @@ class Over(Exception):
 
 
 class Host:
-    def __init__(self, send, record, config, fds, tests_pid):
+    def __init__(self, send, record, config, fds, tests_pid, clock):
         self.send, self.record, self.config = send, record, config
-        (self.read, self.write), self.pid = fds, tests_pid
+        (self.read, self.write), self.pid, self.clock = fds, tests_pid, clock
         self.buffer = bytearray()
         self.budgets = [float(b) for b in config.get("budgets") or []]
         self.stop_on = list(config.get("stop_on") or [])
@@ -97,12 +96,8 @@ class Host:
         return time.process_time()
 
     def _tests(self):
-        try:
-            with open("/proc/%d/stat" % self.pid, "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            self.tests_cpu = sum(int(v) for v in fields[11:15]) / TICKS
-        except (OSError, IndexError, ValueError):
-            pass  # gone: its last reading stands
+        """The tests' CPU time: their process and every process they started."""
+        self.tests_cpu = self.clock.read()
         return self.tests_cpu
 
     def used(self, tests=None, own=None):
@@ -452,8 +447,10 @@ def serve(send, record, private, load_module):
     child = sys.modules["coral_inside.child"]  # the sandbox's own (sandbox/inside/child.py)
 
     _mute(child)
-    host = Host(send, record, private.get("config", {}), child.SPLIT["fd"],
-                child.SPLIT["pid"])
+    processes = sys.modules["coral_inside.processes"]
+    pid = child.SPLIT["pid"]
+    host = Host(send, record, private.get("config", {}), child.SPLIT["fd"], pid,
+                processes.JobClock(os.getppid(), exclude=(os.getpid(),), root=pid))
     host.load(private, load_module)
     host.serve()
     sys.stdout.flush()
