@@ -278,6 +278,38 @@ def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on
         assert variant.finished and not variant.error
 
 
+FORKING_TESTS = """import posix
+import time
+from shapes import same
+
+
+def test_forks():
+    children = [posix.fork() for _ in range(2)]
+    if 0 in children:  # each child spins 2 s of its own CPU time, whatever the load
+        while time.process_time() < 2.0:
+            pass
+        posix._exit(0)
+    for child in children:
+        posix.waitpid(child, 0)
+"""
+
+
+@pytest.mark.loaded
+def test_cpu_time_in_processes_a_test_starts_counts_against_its_budget(sandbox):
+    """A red-team pass: the CPU time of the tests' process was read from its own
+    /proc/PID/stat alone, which counts children only once waited for. Judged against a
+    correct run (a variant's budgets), a test whose forked children did the work while it
+    waited ran on until it had been idle for 2 s (which ends a variant's run too) instead
+    of being stopped at its budget."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    run = run_suite(sandbox, FORKING_TESTS, ("shapes", SHAPES), budgets=[0.3],
+                    stop_on=[True], budget=0.3, timeout=10, ceiling=30)
+    assert [(t.name, t.status) for t in run.tests] == [("test_forks", "timeout")], run
+    assert run.finished and not run.error
+    assert 0.3 - 0.06 <= run.tests[0].cpu < 2.0  # the children's (it was idle: near 0)
+
+
 IDLE_TESTS = """import os, signal, time
 from shapes import same
 
