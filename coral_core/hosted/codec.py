@@ -1,7 +1,9 @@
 """Values between the two processes of a hosted sandbox job, as plain JSON data.
 
 Only data crosses: None, bool, int, float, complex, str, bytes, tuple, frozenset, range,
-Fraction, Decimal and the builtin types themselves (`int`, `list`...) inline; list, dict,
+Fraction, Decimal, the builtin types themselves (`int`, `list`...), a dict's keys, values
+and items views, MappingProxyType and ChainMap (each rebuilt as a real one over a new dict,
+so it compares, orders and prints as the original) inline; list, dict,
 set, bytearray, defaultdict, OrderedDict, Counter, deque and node.Node objects by reference
 ("o", key) with their contents in a table, so shared and cyclic structures (Node graphs,
 Node's shared default lists, dicts keyed by tuples of Nodes) keep their identities.
@@ -16,6 +18,7 @@ the sandbox as a support module of both processes of a job, under the name its u
 import collections
 import decimal
 import fractions
+import types
 
 _FLAT = (None.__class__, bool, str)
 _KINDS = {"l": list, "d": dict, "s": set, "B": bytearray, "dd": collections.defaultdict,
@@ -23,6 +26,7 @@ _KINDS = {"l": list, "d": dict, "s": set, "B": bytearray, "dd": collections.defa
 _CONTAINERS = frozenset(_KINDS.values())
 _TYPES = {t.__name__: t for t in (int, float, complex, str, bytes, bool, list, dict, set,
                                   frozenset, tuple, bytearray, object)}
+_VIEWS = {type({}.keys()): "k", type({}.values()): "v", type({}.items()): "i"}
 MAX_DEPTH = 200  # of inline values (tuples within tuples); containers are not nested
 
 
@@ -82,6 +86,12 @@ class Encoder:
             return ["Q", self.value(x.numerator), self.value(x.denominator)]
         if kind is decimal.Decimal:
             return ["D", str(x)]
+        if kind in _VIEWS:
+            return ["V", _VIEWS[kind], [self.value(i, depth + 1) for i in x]]
+        if kind is types.MappingProxyType:
+            return ["M", self.value(dict(x), depth + 1)]
+        if kind is collections.ChainMap:
+            return ["CM", [self.value(m, depth + 1) for m in x.maps]]
         if self.other is not None:
             return self.other(x)
         raise Unsendable("a %s" % kind.__name__)
@@ -149,7 +159,12 @@ class Decoder:
             if key not in self.objects:
                 self.objects[key] = self._empty(*entry)
         for key, (kind, data) in table.items():
-            self._fill(self.objects[key], kind, data)
+            try:
+                self._fill(self.objects[key], kind, data)
+            except (ValueError, ArithmeticError, TypeError) as error:  # {[1]: 2}, bad hex
+                if isinstance(error, Unsendable):
+                    raise
+                raise Unsendable("a malformed table entry") from None
 
     def _empty(self, kind, data):
         if kind == "n" and self.node is not None:
@@ -211,7 +226,14 @@ class Decoder:
             return x
         if kind is not list or not x or type(x[0]) is not str or depth > MAX_DEPTH:
             raise Unsendable("a malformed value")
-        tag, rest = x[0], x[1:]
+        try:
+            return self._tagged(x[0], x[1:], depth)
+        except (ValueError, ArithmeticError, TypeError) as error:  # Fraction(1, 0), range(step 0)
+            if isinstance(error, Unsendable):
+                raise
+            raise Unsendable("a malformed value") from None
+
+    def _tagged(self, tag, rest, depth):
         if tag == "o" and len(rest) == 1 and type(rest[0]) is str and rest[0] in self.objects:
             return self.objects[rest[0]]
         if tag in ("t", "F") and len(rest) == 1 and type(rest[0]) is list:
@@ -231,9 +253,36 @@ class Decoder:
             return _TYPES[rest[0]]
         if tag == "D" and len(rest) == 1:
             return decimal.Decimal(_text(rest[0]))
+        if tag == "V" and len(rest) == 2 and rest[0] in ("k", "v", "i") \
+                and type(rest[1]) is list:
+            return _view(rest[0], [self.value(i, depth + 1) for i in rest[1]])
+        if tag == "M" and len(rest) == 1:
+            mapping = self.value(rest[0], depth + 1)
+            if type(mapping) is not dict:
+                raise Unsendable("a malformed mappingproxy")
+            return types.MappingProxyType(mapping)
+        if tag == "CM" and len(rest) == 1 and type(rest[0]) is list:
+            maps = [self.value(m, depth + 1) for m in rest[0]]
+            if not all(type(m) in _MAPPINGS for m in maps):
+                raise Unsendable("a malformed ChainMap")
+            return collections.ChainMap(*maps)
         if self.other is not None:
             return self.other(tag, rest)
         raise Unsendable("a malformed value")
+
+
+_MAPPINGS = (dict, collections.OrderedDict, collections.Counter, collections.defaultdict)
+
+
+def _view(kind, items):
+    """A real view of a new dict holding `items`, in their order."""
+    if kind == "k":
+        return dict.fromkeys(items).keys()
+    if kind == "v":
+        return dict(enumerate(items)).values()
+    if not all(type(pair) is tuple and len(pair) == 2 for pair in items):
+        raise Unsendable("a malformed items view")
+    return dict(items).items()
 
 
 def _text(x):
