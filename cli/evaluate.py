@@ -100,8 +100,15 @@ def evaluate(
         if split is not None and split not in dataset.splits:
             raise UserError(f"unknown split '{split}' (data set '{dataset.name}' has "
                             f"{', '.join(dataset.splits)})")
+
+        def outputs_ready() -> None:  # now that the data set's folder is known
+            if results is not None:
+                from coral_core.files.outputs import check_output
+
+                check_output(results, "--results")
+
         scored = score_all(resolved, dataset, read_samples(samples), samples,
-                           strict_split=split is not None)
+                           strict_split=split is not None, ready=outputs_ready)
         if results is not None:
             write_results(scored, results)
         summary = dict(scored.summary)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import tarfile
 import tomllib
 from pathlib import Path
@@ -276,6 +277,37 @@ def test_gzipped_samples_score_as_plain_ones_and_results_never_replace_an_input(
         assert refused.returncode == 2 and "is the --samples file" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
     assert plain.read_bytes() == before
+
+
+def test_results_are_never_written_into_a_folder_coral_reads(tmp_path, data_dir):
+    """A red-team pass: `--results` replaced the data set being read (HumanEval.jsonl.gz, a
+    QuixBugs program) or the cache's test key, exit 0. Each is now refused in one line,
+    before anything is scored, and left as it was."""
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir / "humaneval", copy / "humaneval")
+    shutil.copytree(data_dir / "quixbugs", copy / "quixbugs")
+    cache = tmp_path / "cache"
+    env = {**coral_env(copy), "CORAL_CACHE_DIR": str(cache)}
+    samples = _samples(tmp_path / "s.jsonl", [{"task_id": "HumanEval/53",
+                                               "completion": "    return x + y\n"}])
+    quixbugs = _samples(tmp_path / "q.jsonl", [{"task_id": "gcd", "solution": "x = 1\n"}])
+    made = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(samples),
+                     "--results", str(tmp_path / "fine.jsonl"), env=env)
+    assert made.returncode == 0 and (cache / "test-key").is_file(), made.stderr
+    targets = [("humaneval", samples, copy / "humaneval" / "HumanEval.jsonl.gz",
+                copy / "humaneval"),
+               ("quixbugs", quixbugs, copy / "quixbugs" / "python_programs" / "gcd.py",
+                copy / "quixbugs"),
+               ("humaneval", samples, cache / "test-key", cache)]
+    for plugin, given, target, folder in targets:
+        before = target.read_bytes()
+        refused = run_coral("evaluate", "--plugin", plugin, "--samples", str(given),
+                            "--results", str(target), env=env)
+        assert refused.returncode == 2, (target, refused.stderr)
+        assert refused.stderr.strip().splitlines() == [
+            f"coral: error: --results {target} lies in {folder}, which Coral reads (a data "
+            "set or its cache); write elsewhere"]
+        assert target.read_bytes() == before
 
 
 def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir):

@@ -59,6 +59,16 @@ def is_folder(path: Path) -> bool:
         return False
 
 
+_READ: set[str] = set()
+
+
+def read_folders() -> list[str]:
+    """The real paths of the folders this process reads data from: every data set's folder
+    found so far, and Coral's cache (the fetched data sets, the HumanEval test key). No
+    output a user names may be written in one (files/outputs.py)."""
+    return sorted({*_READ, os.path.realpath(cache_root())})
+
+
 def fetched_dir(name: str) -> Path:
     return cache_root() / "datasets" / name
 
@@ -78,7 +88,9 @@ def find_dataset_dir(name: str, data_dir: str | os.PathLike[str] | None = None) 
         where, source = None, ""
     if where is not None:
         if is_folder(where / name):
-            return (where / name).resolve()
+            found = (where / name).resolve()
+            _READ.add(str(found))
+            return found
         reason = "does not exist" if not is_folder(where) else f"has no '{name}' folder"
         raise UserError(
             f"{source} {reason}; give a folder holding {name}/ (upstream layout) "

@@ -18,11 +18,23 @@ import stat
 from pathlib import Path
 from typing import IO, Iterator
 
+from coral_core.data.locate import read_folders
 from coral_core.errors import UserError
+
+
+def _refuse_read_folders(path: Path, what: str) -> None:
+    """An output in a folder Coral reads would replace its input: `--results` written over
+    HumanEval.jsonl.gz, a QuixBugs program or the cache's test key (a red-team pass)."""
+    real = os.path.realpath(path.absolute())
+    for root in read_folders():
+        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+            raise UserError(f"{what} {path} lies in {root}, which Coral reads (a data set or "
+                            "its cache); write elsewhere")
 
 
 def _destination(path: Path, what: str) -> Path | None:
     """The file to replace, or None for a device or FIFO to write to as it is."""
+    _refuse_read_folders(path, what)
     try:
         info = os.stat(path)  # through links
     except FileNotFoundError:
@@ -65,7 +77,9 @@ def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[
 
 def check_output(path: str | os.PathLike[str], what: str = "output") -> None:
     """Refuse, before any work, an output that cannot be written (a folder, a socket, a
-    file in a folder that does not exist)."""
+    file in a folder that does not exist) or that lies in a folder Coral reads. (Data set
+    folders are known once the data set has loaded: call again then; output_file checks
+    it all once more as it writes.)"""
     _destination(Path(path), what)
 
 

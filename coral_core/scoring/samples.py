@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from coral_core import __version__
 from coral_core.config.blueprints import ScoringBlueprint
@@ -110,10 +110,12 @@ def score_samples(config: Mapping[str, Any], dataset: Dataset, samples: Sequence
 
 
 def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sample],
-              source: Path, strict_split: bool = False) -> Scored:
+              source: Path, strict_split: bool = False,
+              ready: Callable[[], None] | None = None) -> Scored:
     """Score every sample; an unknown task id is an error before anything is scored. With
     `strict_split` (a split the user named), so is a task of another split: a training
-    problem must never be scored as if it were a test problem."""
+    problem must never be scored as if it were a test problem. `ready` is called once the
+    tasks are found, before any scoring (a last check of the outputs)."""
     split = config.get("dataset", {}).get("split")
     known = _split_tasks(dataset, split)
     tasks: dict[str, Task] = {}
@@ -129,6 +131,8 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
                             "tasks of any split)")
         tasks.setdefault(task.id, task)
         chosen.append(task)
+    if ready is not None:
+        ready()
     executor = build_executor(config["execution"])
     blueprint = ScoringBlueprint.of(config)
     try:
