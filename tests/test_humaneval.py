@@ -310,6 +310,27 @@ def test_results_are_never_written_into_a_folder_coral_reads(tmp_path, data_dir)
         assert target.read_bytes() == before
 
 
+def test_a_cache_that_cannot_keep_the_test_key_is_one_line(tmp_path, data_dir):
+    """A red-team pass: with an unusable cache each process made a key of its own, so the
+    test's draws (HumanEval/38, /50, /53) and with them one program's verdict changed from
+    run to run, exit 0. Now one line, exit 2, unless CORAL_TEST_KEY gives the key."""
+    (tmp_path / "file").write_text("not a folder")
+    samples = _samples(tmp_path / "s.jsonl", [{"task_id": "HumanEval/53",
+                                               "completion": "    return x + y\n"}])
+    env = {**coral_env(data_dir), "CORAL_CACHE_DIR": str(tmp_path / "file")}
+    refused = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(samples),
+                        env=env, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"coral: error: cannot keep the test key in Coral's cache ({tmp_path}/file/test-key: "
+        "Not a directory); set CORAL_CACHE_DIR to a folder you can write, or CORAL_TEST_KEY "
+        "to a secret"]
+    keyed = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(samples), "--json",
+                      env={**env, "CORAL_TEST_KEY": "k" * 64}, cwd=tmp_path)
+    assert keyed.returncode == 0, keyed.stderr
+    assert json.loads(keyed.stdout)["pass_at_k"] == {"1": 1.0}
+
+
 def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir):
     task = HumanEvalInfilling(data_dir=str(data_dir)).tasks("random-span-light")[0]
     samples = _samples(tmp_path / "s.jsonl", [{"task_id": task.id,

@@ -22,6 +22,7 @@ import os
 import secrets
 
 from coral_core.data.locate import cache_root
+from coral_core.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,9 @@ KEY_FILE = "test-key"
 
 @functools.lru_cache(maxsize=1)
 def key() -> str:
-    """`CORAL_TEST_KEY`, else the key in the cache (made on first use), else, where the
-    cache cannot be written, one for this process only."""
+    """`CORAL_TEST_KEY`, else the key in the cache (made on first use). A cache that
+    cannot keep one is a UserError: a key for this process only made the same program's
+    verdict change from run to run (a red-team pass), and resumes mix keys."""
     given = os.environ.get(KEY_VARIABLE, "").strip()
     if given:
         return given
@@ -40,8 +42,10 @@ def key() -> str:
     try:
         return _stored(path)
     except OSError as error:
-        log.debug("no test key in %s (%s): one for this process", path, error)
-        return secrets.token_hex(32)
+        log.debug("no test key in %s", path, exc_info=True)
+        raise UserError(f"cannot keep the test key in Coral's cache ({path}: "
+                        f"{error.strerror or error}); set CORAL_CACHE_DIR to a folder you "
+                        f"can write, or {KEY_VARIABLE} to a secret") from None
 
 
 def _stored(path) -> str:

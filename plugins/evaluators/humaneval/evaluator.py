@@ -11,6 +11,7 @@ from typing import Any
 from coral_core.config.schema import DAY
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
+from coral_core.hosted import draws
 from coral_core.once import Once
 from coral_core.types import Candidate, Evaluation, Task
 
@@ -52,6 +53,7 @@ class HumanEvalEvaluator:
             raise UserError("[evaluators.options.humaneval] dedupe must be true or false, "
                             f"not {dedupe!r}")
         self.dedupe = dedupe
+        draws.key()  # a cache that cannot keep the test's key fails here, before any check
         self._plans: dict[tuple[str, str], Plan] = {}
         self._references: Once[float | None] = Once()
         self._checked: Once[Verdict] = Once(retry_errors=True)
