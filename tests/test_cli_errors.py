@@ -24,6 +24,8 @@ def files(tmp_path_factory, data_dir):
     (root / "unknown_evaluator.toml").write_text('[evaluators]\nuse = ["tests", "nope"]\n')
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
     (root / "pass0.toml").write_text('[search]\nrank_by = "pass@0"\n')
+    (root / "rank_bogus.toml").write_text('[search]\nrank_by = "bogus"\n')
+    (root / "pass5.toml").write_text('[search]\nrank_by = "pass@5"\n')
     (root / "nul.toml").write_text('[run]\nout = "runs/a\\u0000b"\n')
     (root / "gcd.py").write_text(good)
     (root / "latin1.py").write_bytes("def gcd(a, b):\n    return 'é'\n".encode("latin-1"))
@@ -97,6 +99,13 @@ CASES = {
         "'quixbugs' takes no option 'prompt' (it takes: data_dir, include_slow)"),
     "pass@0": (["run", "--plugin", "quixbugs", "--config", "{pass0.toml}"],
                "must be pass@K with K from 1 to 100000"),
+    # a red-team pass: both were found only once the run was done, its directory unusable
+    "rank_by naming no objective": (["run", "--plugin", "quixbugs", "--config",
+                                     "{rank_bogus.toml}"],
+                                    "rank_by = 'bogus' names no objective of the evaluators"),
+    "rank_by pass@K over the samples": (["run", "--plugin", "quixbugs", "--samples", "2",
+                                         "--config", "{pass5.toml}"],
+                                        "needs at least 5 samples per problem; the run takes 2"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }

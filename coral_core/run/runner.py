@@ -25,8 +25,9 @@ from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, Scori
 from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
-from coral_core.run.factories import (build_dataset, build_executor, check_executor,
-                                      check_model, check_scoring, model_entry)
+from coral_core.run.factories import (build_dataset, build_evaluators, build_executor,
+                                      check_executor, check_model, check_scoring,
+                                      model_entry)
 from coral_core.protocols import Dataset, Executor, SearchStrategy
 from coral_core.run.rundir import SUMMARY_FILE, RunInfo
 from coral_core.files.atomic import write_text_atomic
@@ -205,6 +206,7 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
     strategy = build_strategy(config, where)
     planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
     base = planner.plan(0, {})
+    _check_rank_by(config)
     answers = getattr(model_entry(config["model"]).factory, "check_tasks", None)
     if callable(answers):  # tasks the model cannot answer (no reference to give...)
         answers(base.tasks)
@@ -221,6 +223,27 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
         except UserError as error:
             raise UserError(f"{label}: {error}") from None
     return planner, strategy
+
+
+def _check_rank_by(config: Mapping[str, Any]) -> None:
+    """`rank_by` names what the trials will have: a bad one was found only when the
+    finished run was summarised, which then failed for good (a red-team pass)."""
+    rank_by, space = config["search"]["rank_by"], config["search"]["space"]
+    if rank_by == "fitness":
+        return
+    if rank_by.startswith("pass@"):
+        k, samples = int(rank_by[len("pass@"):]), config["run"]["samples"]
+        if "run.samples" not in space and k > samples:
+            raise UserError(f"[search] rank_by = '{rank_by}' needs at least {k} samples per "
+                            f"problem; the run takes {samples} (--samples)")
+        return
+    if any(key.startswith("evaluators.") for key in space):
+        return  # the trials' objectives differ: each is ranked by what it has
+    names = sorted({name for evaluator in build_evaluators(config["evaluators"])
+                    for name in evaluator.objectives})
+    if rank_by not in names:
+        raise UserError(f"[search] rank_by = '{rank_by}' names no objective of the evaluators "
+                        f"in use ({', '.join(names)}), nor fitness or pass@K")
 
 
 def _probe_values(values: Any) -> list[Any]:
