@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -145,6 +146,35 @@ class Task:
     candidate_kind: str = "program"
     seen_in_training: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """A content digest of everything that makes or judges an answer (the tests, the
+        reference, the metadata evaluators read...): resume refuses a run whose stored
+        verdicts were given by a task that has since changed."""
+        payload = json.dumps(_canonical(self), ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """Plain JSON data for `value`, the same in every process: dict keys and set members in
+    a sorted order (a set of strings iterates in a per-process order)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, {f.name: _canonical(getattr(value, f.name))
+                                       for f in dataclasses.fields(value)}]
+    if isinstance(value, Mapping):
+        pairs = [[_canonical(k), _canonical(v)] for k, v in value.items()]
+        return ["map", sorted(pairs, key=lambda pair: json.dumps(pair[0]))]
+    if isinstance(value, (set, frozenset)):
+        return ["set", sorted((_canonical(v) for v in value), key=json.dumps)]
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, bytes):
+        return ["bytes", value.hex()]
+    return ["repr", type(value).__name__, repr(value)]
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,28 @@ def test_resume_refuses_samples_made_from_other_data(tmp_path, env, data_dir):
     program = copy / "quixbugs" / "python_programs" / "sieve.py"
     program.write_text(program.read_text() + "\n# edited\n")
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
-                    "another prompt or other parameters")
+                    "task 'sieve' of trial 0 is not what it was when the run began")
+
+
+def test_resume_refuses_tests_that_changed_since_the_run_began(tmp_path, env, data_dir):
+    """A red-team pass: a test case edited between an interrupt and the resume (the prompt
+    unchanged) scored the rest of the samples against other tests, and pass@k mixed the
+    two; so did resuming with --data-dir naming a folder whose tests differ."""
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir / "quixbugs", copy / "quixbugs")
+    run_dir = tmp_path / "run"
+    process = _start(tmp_path, env, run_dir, "--data-dir", str(copy), delay=0.05)
+    _wait_for(run_dir, "evaluations", 2, process)
+    process.kill()
+    process.wait()
+    cases = copy / "quixbugs" / "json_testcases" / "sieve.json"
+    original = cases.read_text()
+    cases.write_text("[[3], [2, 3]]\n" + original)  # one more case
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
+                    "task 'sieve' of trial 0 is not what it was when the run began")
+    cases.write_text(original)  # as it was: the run goes on to the end
+    resumed = run_coral("run", "--resume", str(run_dir), "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
 
 
 def test_paths_are_stored_absolute_and_data_dir_may_relocate(tmp_path, env, data_dir):

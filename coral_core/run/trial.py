@@ -166,8 +166,32 @@ class TrialRun:
         if callable(note):
             note(phase, text)
 
+    def _check_tasks(self) -> None:
+        """Every task as it was when the trial began: a test file edited (or another data
+        folder given) between an interrupt and the resume scored the rest of the samples
+        against other tests, and pass@k mixed the two (a red-team pass)."""
+        key = f"task_digests:{self.plan.number}"
+        digests = {task.id: task.digest() for task in self.plan.tasks}
+        try:
+            stored = json.loads(self.store.meta(key) or "{}")
+        except ValueError:
+            stored = None
+        if not isinstance(stored, dict):
+            raise UserError(f"{self.info.run_dir}: the store's record of trial "
+                            f"{self.plan.number}'s tasks is corrupt; it cannot be resumed")
+        changed = sorted(t for t, d in digests.items() if t in stored and stored[t] != d)
+        if changed:
+            raise UserError(
+                f"{self.info.run_dir}: task '{changed[0]}'"
+                f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''} of trial "
+                f"{self.plan.number} is not what it was when the run began (its tests, "
+                "reference or prompt changed: data or plugins changed?); it cannot be resumed")
+        if any(t not in stored for t in digests):
+            self.store.set_meta(key, json.dumps({**stored, **digests}, sort_keys=True))
+
     def run(self) -> dict[str, Any]:
         number = self.plan.number
+        self._check_tasks()
         self.store.add_tasks(self.plan.task_records())
         self.store.add_prompts(self.plan.prompts())
         generations = self.store.generations(number)
