@@ -191,6 +191,17 @@ def _run_interrupted() -> type[Exception]:
     return getattr(runner, "Interrupted", _NotRaised)
 
 
+def _path_problem(error: BaseException) -> str | None:
+    """A path the user gave that the system cannot follow (too long, a loop of links, a
+    file where a folder must be...), as one line; None for any other error. Found by a
+    fuzzing pass as tracebacks from wherever the path was first used."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"cannot use {error.filename}: {error.strerror or error}"
+    if isinstance(error, RuntimeError) and str(error).startswith("Symlink loop"):
+        return f"cannot use a path: {error} (a loop of symbolic links)"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
     _setup_logging()
@@ -222,6 +233,13 @@ def main(argv: list[str] | None = None) -> None:
         if _state["verbose"]:
             traceback.print_exception(stopped, file=sys.stderr)
         _interrupted()
+    except (OSError, RuntimeError) as error:
+        why = _path_problem(error)
+        if why is None:
+            raise
+        if _state["verbose"]:
+            traceback.print_exception(error, file=sys.stderr)
+        _fail(why)
     if result == 130:  # typer's answer to ^C (KeyboardInterrupt), returned, not raised
         _interrupted()
     raise SystemExit(result if isinstance(result, int) else 0)

@@ -33,9 +33,12 @@ def files(tmp_path_factory, data_dir):
     (root / "not_a_run").mkdir()
     (root / "not_a_run" / "notes.txt").write_text("hello")
     (root / "no_py").mkdir()
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
     return root
 
 
+LONG = "{" + "a" * 300 + "}"
 CASES = {
     "unknown plugin": (["run", "--plugin", "nope"], "unknown experiment 'nope'"),
     "unknown model": (["run", "--plugin", "quixbugs", "--model", "gpt9:x"], "unknown model 'gpt9'"),
@@ -106,6 +109,14 @@ CASES = {
     "rank_by pass@K over the samples": (["run", "--plugin", "quixbugs", "--samples", "2",
                                          "--config", "{pass5.toml}"],
                                         "needs at least 5 samples per problem; the run takes 2"),
+    # a fuzzing pass: a path the system cannot follow was a traceback where it was first used
+    "a name too long for --out": (["run", "--plugin", "quixbugs", "--out", LONG],
+                                  "File name too long"),
+    "a name too long to report": (["report", LONG], "File name too long"),
+    "a name too long for --candidate-dir": (["evaluate", "--plugin", "quixbugs",
+                                             "--candidate-dir", LONG], "File name too long"),
+    "a loop of links for --out": (["run", "--plugin", "quixbugs", "--out", "{loop_a}"],
+                                  "a loop of symbolic links"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }
