@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover
 
 from coral_core import __version__
 from coral_core.errors import UserError
+from coral_core.switches import check_switches
 from coral_core.results.grids import printable
 from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup
 
@@ -205,6 +206,10 @@ def _path_problem(error: BaseException) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
     _setup_logging()
+    try:
+        check_switches()
+    except UserError as error:
+        _fail(str(error))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
     try:

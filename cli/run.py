@@ -68,9 +68,9 @@ def run(
     if json_output:
         reserve_stdout()  # nothing but the summary may reach stdout
     flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
-                 problems=launch.split_list(problems), limit=limit, temperature=temperature,
-                 top_p=top_p, max_new_tokens=max_new_tokens, out=out, executor=executor,
-                 samples=samples, seed=seed, fail_fast=fail_fast,
+                 problems=launch.split_list(problems, "--problems"), limit=limit,
+                 temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, out=out,
+                 executor=executor, samples=samples, seed=seed, fail_fast=fail_fast,
                  **_PLUGIN_VALUES.get())
     if resume is not None:
         launch.refuse_with_resume({"plugin": plugin, "config": config, "model_arg": model_arg,

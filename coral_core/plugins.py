@@ -37,6 +37,7 @@ from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.config.options import check_call
 from coral_core.suggest import did_you_mean, unknown
+from coral_core.switches import switch
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ KINDS = ("datasets", "models", "evaluators", "search_strategies", "executors", "
 LABELS = {"datasets": "dataset", "models": "model", "evaluators": "evaluator",
           "search_strategies": "search strategy", "executors": "executor",
           "experiments": "experiment", "run_flags": "run flag"}
-_OFF = ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,8 @@ def disabled_plugins() -> set[str]:
 
 
 def autoload() -> bool:
-    """False when ``CORAL_DISABLE_PLUGIN_AUTOLOAD`` is set to anything but 0/false/no/off."""
-    return os.environ.get("CORAL_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in _OFF
+    """False when the switch ``CORAL_DISABLE_PLUGIN_AUTOLOAD`` is on (switches.py)."""
+    return not switch("CORAL_DISABLE_PLUGIN_AUTOLOAD")
 
 
 def _entry_points(blocked: set[str]) -> list[metadata.EntryPoint]:

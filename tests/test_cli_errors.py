@@ -25,6 +25,8 @@ def files(tmp_path_factory, data_dir):
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
     (root / "pass0.toml").write_text('[search]\nrank_by = "pass@0"\n')
     (root / "rank_bogus.toml").write_text('[search]\nrank_by = "bogus"\n')
+    (root / "zero_weights.toml").write_text('[evaluators.weights]\nbugfix = 0\nstyle = 0.0\n')
+    (root / "empty_stop.toml").write_text('[model]\nstop = ["x", ""]\n')
     (root / "pass5.toml").write_text('[search]\nrank_by = "pass@5"\n')
     (root / "nul.toml").write_text('[run]\nout = "runs/a\\u0000b"\n')
     (root / "gcd.py").write_text(good)
@@ -117,6 +119,13 @@ CASES = {
                                              "--candidate-dir", LONG], "File name too long"),
     "a loop of links for --out": (["run", "--plugin", "quixbugs", "--out", "{loop_a}"],
                                   "a loop of symbolic links"),
+    # found by a fuzzing pass: each was accepted without a word, and did something odd
+    "every weight 0": (["run", "--plugin", "quixbugs", "--config", "{zero_weights.toml}"],
+                       "gives every objective weight 0"),
+    "an empty stop sequence": (["run", "--plugin", "quixbugs", "--config", "{empty_stop.toml}"],
+                               "'model.stop' holds an empty string"),
+    "--problems naming nothing": (["run", "--plugin", "quixbugs", "--problems", " , "],
+                                  "--problems ' , ' names nothing"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }
@@ -128,6 +137,19 @@ def test_a_bad_log_level_is_one_line(tmp_path, data_dir):
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "coral: error: CORAL_LOG_LEVEL='chatty': give one of DEBUG, INFO, WARNING, ERROR, "
         "CRITICAL"]
+
+
+@pytest.mark.parametrize("switch", ["CORAL_REQUIRE_BWRAP", "CORAL_DISABLE_PLUGIN_AUTOLOAD",
+                                    "SKIP_MUTATION"])
+def test_a_switch_that_is_neither_on_nor_off_is_one_line(tmp_path, data_dir, switch):
+    """A fuzzing pass: `CORAL_REQUIRE_BWRAP=yes` (and any other value but "1") was read as
+    off without a word. Every switch now reads 1/true/yes/on and 0/false/no/off alike."""
+    env = {**coral_env(data_dir), switch: "maybe"}
+    result = run_coral("datasets", "list", env=env, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"coral: error: {switch}='maybe': give 1 or 0 (or true/false, yes/no, on/off)"]
+    assert run_coral("datasets", "list", env={**env, switch: "Yes"},
+                     cwd=tmp_path).returncode == 0
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -65,11 +65,15 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def split_list(text: str | None) -> list[str] | None:
-    """'a, b,c' -> ['a', 'b', 'c'] (None stays None)."""
+def split_list(text: str | None, flag: str) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c'] (None stays None). A text that names nothing is refused:
+    `--problems ,` ran the whole split (an empty list is every problem)."""
     if text is None:
         return None
-    return [part.strip() for part in text.split(",") if part.strip()]
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise UserError(f"{flag} {text!r} names nothing; give NAME[,NAME...]")
+    return parts
 
 
 def _least(flag: str) -> int | None:

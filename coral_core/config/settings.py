@@ -47,6 +47,19 @@ class Range:
         return True
 
 
+def _some_weight(weights: dict[str, float]) -> bool | str:
+    """A table of weights that are all 0 makes every fitness 0 (a red-team pass)."""
+    if weights and not any(weight > 0 for weight in weights.values()):
+        return ("gives every objective weight 0, so every fitness would be 0 (give one a "
+                "weight > 0, or leave the table out for equal weights)")
+    return True
+
+
+def _no_empty(values: list[str]) -> bool | str:
+    """An empty stop sequence matches everywhere: every reply would be cut to nothing."""
+    return "holds an empty string (it would end every reply at once)" if "" in values else True
+
+
 def _distinct(values: list[Any]) -> Any:
     seen: set[Any] = set()
     for value in values:
@@ -189,7 +202,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Penalty on repeated tokens; 1.0 = none.",
             check=Range(0, None, "must be > 0", open_low=True), per_request=True, knob=4),
     Setting("model", "stop", "list[str]", [],
-            "Stop sequences, added to the task's own.", per_request=True),
+            "Stop sequences, added to the task's own.", per_request=True, check=_no_empty),
     Setting("model", "batch_size", "int", 16,
             "Requests sent to the model at a time.",
             check=Range(1, None, "must be >= 1"), per_request=True),
@@ -202,7 +215,7 @@ SETTINGS: tuple[Setting, ...] = (
             check=_distinct),
     Setting("evaluators", "weights", "table[float]", {},
             "Objective -> weight for fitness (the weighted mean); empty = equal weights. A "
-            "table given here replaces the one before it whole."),
+            "table given here replaces the one before it whole.", check=_some_weight),
     Setting("evaluators", "gate", "str", "",
             "An objective that, when 0, sets every objective to 0 (QuixBugs: syntax)."),
     Setting("evaluators", "options", "table", {},

@@ -4,10 +4,10 @@ enumeration of a module's mutants (`plan`) and the WorkDB session that records v
 
 from __future__ import annotations
 
-import os
+from coral_core.switches import switch
 
 
 def skip_requested() -> bool:
     """`SKIP_MUTATION=true`: mutation testing (and testgen's judging by it) is skipped, as
     the seed's CI switch asks."""
-    return os.environ.get("SKIP_MUTATION", "false").strip().lower() == "true"
+    return switch("SKIP_MUTATION")

@@ -34,6 +34,7 @@ from coral_core.sandbox.policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, Sa
                                        worker_launcher)
 from coral_core.sandbox.results import Assembly, ExecutionResult, ProtocolError, StepResult
 from coral_core.sandbox.wire import Job, JobTemplate, Pipes, WorkerGone
+from coral_core.switches import switch
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +317,7 @@ class Sandbox:
         ok, why = bwrap_available()
         if ok:
             return True
-        if self.policy.isolation == "bwrap" or os.environ.get("CORAL_REQUIRE_BWRAP") == "1":
+        if self.policy.isolation == "bwrap" or switch("CORAL_REQUIRE_BWRAP"):
             from coral_core.errors import UserError
 
             raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
