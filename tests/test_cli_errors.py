@@ -35,6 +35,8 @@ def files(tmp_path_factory, data_dir):
     (root / "not_a_run").mkdir()
     (root / "not_a_run" / "notes.txt").write_text("hello")
     (root / "no_py").mkdir()
+    (root / "dup.jsonl").write_text('{"task_id": "sieve", "task_id": "gcd", "solution": ""}\n')
+    (root / "both.jsonl").write_text('{"task_id": "gcd", "solution": "", "completion": ""}\n')
     (root / "loop_a").symlink_to(root / "loop_b")
     (root / "loop_b").symlink_to(root / "loop_a")
     return root
@@ -126,6 +128,15 @@ CASES = {
                                "'model.stop' holds an empty string"),
     "--problems naming nothing": (["run", "--plugin", "quixbugs", "--problems", " , "],
                                   "--problems ' , ' names nothing"),
+    "a FIM seed past 64 bits": (["fim", "build", "{no_py}", "--out", "{tasks.jsonl}", "--seed",
+                                 str(2 ** 64)], "--seed must be in [-2**63, 2**63 - 1]"),
+    "a sample naming its task twice": (["evaluate", "--plugin", "quixbugs", "--samples",
+                                        "{dup.jsonl}"], "the key 'task_id' is given twice"),
+    "a sample with a solution and a completion": (
+        ["evaluate", "--plugin", "quixbugs", "--samples", "{both.jsonl}"],
+        "has both 'solution' (a program) and 'completion'"),
+    "--data-dir naming a file": (["run", "--plugin", "quixbugs", "--data-dir", "{gcd.py}"],
+                                 "is not a folder"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",
                             "--base-url", "http://a..b:9/v1"], "is malformed"),
 }

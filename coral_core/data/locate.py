@@ -91,7 +91,8 @@ def find_dataset_dir(name: str, data_dir: str | os.PathLike[str] | None = None) 
             found = (where / name).resolve()
             _READ.add(str(found))
             return found
-        reason = "does not exist" if not is_folder(where) else f"has no '{name}' folder"
+        reason = (f"has no '{name}' folder" if is_folder(where) else
+                  "is not a folder" if os.path.lexists(where) else "does not exist")
         raise UserError(
             f"{source} {reason}; give a folder holding {name}/ (upstream layout) "
             f"or run 'coral datasets fetch {name}'"

@@ -59,11 +59,22 @@ def _check_depth(value: Any, where: str, int_range: bool = False) -> Any:
     return value
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different: `{"task_id": "a", "task_id": "b"}` kept
+    the last without a word (a fuzzing pass); which one was meant is a guess."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"the key {twice!r} is given twice")
+    return value
+
+
 def json_value(text: str | bytes, where: str) -> Any:
     """One JSON document; `where` prefixes the error ('FILE line N')."""
     try:
         value = json.loads(text, parse_int=lambda s: _number(s, int),
-                           parse_float=lambda s: _number(s, float))
+                           parse_float=lambda s: _number(s, float), object_pairs_hook=_object)
     except RecursionError:
         raise DecodeError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError, or a number refused above

@@ -53,6 +53,9 @@ def read_samples(path: Path) -> list[Sample]:
         task_id = item.get("task_id")
         if not isinstance(task_id, str) or not task_id:
             raise UserError(f"{where}: 'task_id' must be a non-empty string")
+        if "solution" in item and "completion" in item:
+            raise UserError(f"{where}: has both 'solution' (a program) and 'completion' (a "
+                            "reply to the task's prompt); give one")
         key = "solution" if "solution" in item else "completion"
         if not isinstance(item.get(key), str):
             raise UserError(f"{where}: needs 'solution' (a program) or 'completion' (a "

@@ -32,6 +32,8 @@ def build(
 
     from . import build as builder
 
+    if not -2 ** 63 <= seed < 2 ** 63:  # as every other seed (a fuzzing pass)
+        raise UserError(f"--seed must be in [-2**63, 2**63 - 1] (64 bits), not {seed}")
     refuse_run_file(out, "--out")
     check_output(out, "--out")
     chosen = language or "python"
