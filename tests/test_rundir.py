@@ -166,6 +166,22 @@ def test_paths_are_stored_absolute_and_data_dir_may_relocate(tmp_path, env, data
     assert json.loads(resumed.stdout)["problems"][0]["n"] == 20
 
 
+def test_a_copied_run_resumed_from_its_new_folder_names_it(tmp_path, env):
+    """A fuzzing pass: a copy of an interrupted run, resumed, still said `out = "OLD"` in
+    its config.toml; the folder it was resumed from is written back, as a relocation."""
+    original = _interrupted_run(tmp_path, env)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    resumed = run_coral("run", "--resume", str(copy), "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f'out = "{copy}"' in (copy / "config.toml").read_text()
+    assert f'out = "{original}"' in (original / "config.toml").read_text()
+    with sqlite3.connect(copy / "coral.sqlite") as db:
+        log = json.loads(db.execute("SELECT value FROM meta WHERE key = 'relocations'")
+                         .fetchone()[0])
+    assert log[-1]["run.out"] == str(copy)
+
+
 def test_a_second_process_is_refused_while_one_works(tmp_path, env):
     """The first run has minutes of work (it is killed below): on a busy machine the
     second command may take many seconds to start, and must still find it working."""

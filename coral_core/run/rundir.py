@@ -209,6 +209,7 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
             if store.meta("config_digest") != configuration.digest(config):
                 raise UserError(f"{run_dir / CONFIG_FILE} was edited after the run began; "
                                 "restore it, or start a new run with --config")
+            relocate = {**moved_run(config, run_dir), **(relocate or {})}
             if relocate:
                 config = {section: dict(values) for section, values in config.items()}
                 for (section, key), value in relocate.items():
@@ -219,6 +220,13 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         lock.release()
         raise
     return RunInfo(run_dir, config, resumed=True), lock
+
+
+def moved_run(config: Mapping[str, Any], run_dir: Path) -> dict[tuple[str, str], str]:
+    """`run.out` where a run was copied or moved and is resumed from its new folder (the
+    stored one named the old; a fuzzing pass resumed a copy)."""
+    out = config.get("run", {}).get("out")
+    return {("run", "out"): str(run_dir)} if out and out != str(run_dir) else {}
 
 
 def _has_a_run(run_dir: Path) -> None:
@@ -240,6 +248,7 @@ def _has_a_run(run_dir: Path) -> None:
 def record_relocation(info: RunInfo, relocate: Mapping[tuple[str, str], str]) -> None:
     """Mark a resumed run running, with its accepted relocations written to config.toml
     and logged in the store (the caller holds its lock)."""
+    relocate = {**moved_run(read_config(info.run_dir), info.run_dir), **relocate}
     store = RunStore.in_run(info.run_dir)
     try:
         if relocate:
