@@ -392,3 +392,63 @@ def test_background():
         assert not _with(marker) and not _inside(root), "left after the runner was killed"
     finally:
         _kill(_with(marker))
+
+
+def test_a_test_that_writes_the_module_leaves_the_users_file_as_it_was(tmp_path):
+    """A red-team pass: a test that appends to `calc.__file__` when the answer is wrong (so
+    only under a mutant) left `BROKEN = 1/0` in the user's source, which Coral never
+    writes. Its verdicts still come the exact way; the file is put back after each run."""
+    writes = '''import calc
+from calc import count_up
+
+
+def test_writes():  # first: under a mutant the first failing test ends the run (-x)
+    if count_up(2) != 2:
+        with open(calc.__file__, "a") as handle:
+            handle.write("\\nBROKEN = 1 / 0\\n")
+    assert count_up(2) == 2
+
+
+'''
+    root = project(tmp_path, MODULE, writes + TESTS)
+    done = run_coral(root, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["exact"] > 0  # the writes were seen: exact verdicts
+    assert (root / "calc.py").read_text() == MODULE
+    assert "it is put back as it was" in done.stderr
+
+
+def test_a_test_that_kills_its_runner_in_the_baseline_is_one_line(tmp_path):
+    """A red-team pass: a test that kills the process running it (on the unmutated code)
+    was a WorkerDied traceback, exit 1, and left a session that a rerun called taken."""
+    kills = '''
+
+import os
+import signal
+
+
+def test_kills():
+    os.kill(os.getppid(), signal.SIGKILL)
+'''
+    root = project(tmp_path, MODULE, TESTS + kills)
+    done = run_coral(root)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "coral: error: the tests did not finish on the unmutated code: the mutation worker "
+        "exited (does a test end or kill the process that runs it?)"]
+    assert not (root / "s.sqlite").exists()
+
+
+def test_a_session_is_never_a_file_found_in_a_tests_folder(tmp_path):
+    """A red-team pass: `--session tests/test_later.py`, an empty test file found only by
+    walking `--tests tests`, was overwritten with the session's SQLite database."""
+    root = project(tmp_path, MODULE, "")
+    (root / "tests").mkdir()
+    (root / "test_calc.py").rename(root / "tests" / "test_calc.py")
+    (root / "tests" / "test_calc.py").write_text(TESTS)
+    (root / "tests" / "test_later.py").write_text("")
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "tests",
+                 "--session", "tests/test_later.py")
+    assert done.returncode == 2
+    assert "is a file the run reads" in done.stderr
+    assert (root / "tests" / "test_later.py").read_bytes() == b""

@@ -22,6 +22,7 @@ from coral_core.files.fileio import read_bytes
 from coral_core.mutation import skip_requested
 from coral_core.mutation.filters import MutantFilter, pragma_lines
 from coral_core.mutation.plan import Plan, annotate, make_plans
+from .exact import restore
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import file_digest, tests_digest
@@ -135,7 +136,8 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     if os.path.lexists(session_path) and not os.path.isfile(session_path):
         raise UserError(f"--session {session_path} is not a file (SQLite would write its "
                         "journal beside it); give a file, or a new path")
-    if any(same_file(session_path, path) for path in [*found, *test_paths]):
+    read = [*found, *test_paths, *(f for t in test_paths if t.is_dir() for f in t.rglob("*"))]
+    if any(same_file(session_path, path) for path in read):  # a file in a --tests folder too
         raise UserError(f"--session {session_path} is a file the run reads (a module or a "
                         "test file); give the session a file of its own")
     keep = keep or MutantFilter()
@@ -297,6 +299,7 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
     import it in its body (its mutants are then reloaded), and one that no test runs at all
     leaves every mutant uncovered (cosmic-ray's tests would pass on each: survived)."""
     pytest_args = list(tests)
+    original = (project / module).read_bytes()  # before any test of this pool has run
     first = spawn(module, pytest_args, project)
     pool: list[WorkerProcess] = [first]
     starting: list[Future] = []
@@ -308,13 +311,18 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
         # than the mutants left could use; after an edit most may be reused: none then)
         starting = [] if earlier else [_STARTER.submit(spawn, module, pytest_args, project)
                                        for _ in range(min(workers, len(pending)) - 1)]
-        baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
+        try:
+            baseline_reply = first.ask({"op": "baseline", "id": "baseline", "timeout": 3600})
+        except WorkerDied as died:  # a test that kills its runner (a red-team pass)
+            raise UserError(f"the tests did not finish on the unmutated code: {died} (does a "
+                            "test end or kill the process that runs it?)") from None
         events = [e for e in baseline_reply.get("events", []) if "test" in e]
         failing = [e["test"] for e in events if e["failed"]]
         if failing or baseline_reply.get("exit") != 0 or baseline_reply.get("timeout"):
             shown = ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "")
             raise UserError("the tests fail on the unmutated code (every mutant would count as "
                             f"killed): {shown or 'exit status ' + str(baseline_reply.get('exit'))}")
+        _put_back(project / module, original, baseline_reply)
         session.set_baseline(events)
         baseline = {e["test"]: {"seconds": e["seconds"], "cpu": e["cpu"],
                                 "lines": set(e["lines"]),
@@ -381,7 +389,8 @@ def _module_run(session: Session, module: Path, pending: list, source: str, test
             pool.append(worker) if len(pool) <= wanted else worker.close()
         while len(pool) <= wanted:
             pool.append(spawn(module, pytest_args, project))
-        _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn)
+        _dispatch(session, runnable, pool, module, pytest_args, project, progress, spawn,
+                  original)
     finally:
         for future in starting:  # started for a run that ended early
             if future.cancel():
@@ -418,8 +427,28 @@ def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict], unre
             for key in watched}
 
 
+_PUT_BACK: set[str] = set()  # the files said to be put back (once each)
+
+
+def _put_back(path: Path, original: bytes, reply: dict) -> None:
+    """A test that wrote the module's file (the audit saw it: under a mutant, or at all)
+    changed the user's file, which Coral never writes: it is put back as it was (a
+    red-team pass found a test's `open(calc.__file__, "a")` left in the user's source)."""
+    events = [*reply.get("disk", []), *reply.get("seen", [])]
+    if any(isinstance(e, dict) and str(e.get("why", "")).startswith("wrote ")
+           for e in events):
+        try:
+            if path.read_bytes() != original:
+                restore(str(path), original)
+                if str(path) not in _PUT_BACK:
+                    _PUT_BACK.add(str(path))
+                    log.warning("a test wrote %s; it is put back as it was (each time)", path)
+        except OSError as error:
+            log.warning("a test wrote %s, which could not be put back: %s", path, error)
+
+
 def _dispatch(session, plans, pool, module, pytest_args, project, progress,
-              spawn=start_worker) -> None:
+              spawn=start_worker, original: bytes | None = None) -> None:
     jobs: queue.Queue = queue.Queue()
     for plan in plans:
         jobs.put(plan)
@@ -469,6 +498,8 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 if isinstance(got, BaseException):
                     continue
                 plan, reply = got
+                if original is not None:
+                    _put_back(project / module, original, reply)
                 result, kills = _result(plan, reply)
                 mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
                     else plan.mode
