@@ -310,9 +310,14 @@ def test_resume_after_kill_redoes_nothing_finished(tmp_path):
     (MODULE, "def helper():\n    pass\n", (), "no tests collected"),
     (MODULE, TESTS, ("--module", "/etc/hostname"), "outside the project"),
     (MODULE, TESTS, ("--timeout-mode", "fast"), "--timeout-mode"),
+    # a red-team pass: "pytest could not run the tests (exit status 4)", naming nothing
+    (MODULE, TESTS, ("conftest",), "(exit status 4): E RuntimeError: boom in conftest"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, module, tests, args, message):
     root = project(tmp_path, module, tests)
+    if args == ("conftest",):
+        (root / "conftest.py").write_text("raise RuntimeError('boom in conftest')\n")
+        args = ()
     argv = ["mutation", "run", "--module", "calc.py", "--tests", "test_calc.py"]
     if args and args[0] == "--module":
         argv[3] = args[1]
@@ -510,3 +515,17 @@ def test_the_report_lists_survivors_with_their_diff_in_80_columns(tmp_path):
     assert any(line.startswith("    - ") for line in lines[start:])
     assert any(line.startswith("    + ") for line in lines[start:])
     assert all(len(line) <= 80 for line in lines[start:-1])  # the session path may be long
+
+
+def test_a_folder_walk_leaves_out_links_out_of_the_project_and_says_when_none_ran(tmp_path):
+    """A red-team pass: `--module .` read a link to /etc/passwd as a module ("does not
+    parse"), where a file named directly out of the project is refused and a linked
+    folder is not walked; and filters that matched no mutant printed "-1.00%"."""
+    root = project(tmp_path)
+    (root / "passwd.py").symlink_to("/etc/passwd")
+    done = coral(root, "mutation", "run", "--module", ".", "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--operator", "no/such/operator")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("no mutation score: of ") and "left out by --operator" in first
+    assert "passwd" not in done.stdout + done.stderr

@@ -119,6 +119,11 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     found = modules_of([_inside(m, project, "module") for m in given], test_paths)
     if not found:
         raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
+    # a file the walk of a folder found that leads out of the project (a link to
+    # /etc/passwd, to a module elsewhere) is left out, as a linked folder is
+    found = [path for path in found if _within(path, project)]
+    if not found:
+        raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
     sources = {Path(os.path.relpath(path, project)): _source(path, path.relative_to(project))
                for path in found}
     if skip_requested():  # after the paths: a wrong one is still an error
@@ -162,6 +167,11 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     finally:
         if shutdown is not None:
             shutdown()
+
+
+def _within(path: Path, project: Path) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(str(project).rstrip(os.sep) + os.sep)
 
 
 def default_session(project: Path, first_module: Path) -> Path:
@@ -220,6 +230,10 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
     session = Session(session_path)
     try:
         if not resume and not fresh and (session.meta() or session.items()):
+            if not session.meta():  # `cosmic-ray init` made it: nothing of Coral's to resume
+                raise UserError(f"{session_path} holds a session Coral did not make (cosmic-"
+                                "ray's own?): --fresh starts it over, or give another "
+                                "--session")
             raise UserError(f"{session_path} holds a mutation session already: --resume "
                             "continues it, --fresh starts it over")
         earlier: dict = {}

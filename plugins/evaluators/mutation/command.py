@@ -19,6 +19,12 @@ app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT
 
 def _line(summary: dict) -> str:
     counts = summary.get("counts", {})
+    if summary["mutation_score"] < 0:  # -1 in the JSON: said in words here
+        total, left_out = summary["mutation_num"], counts.get("skipped", 0)
+        why = ("the module offers none" if not total else
+               f"{left_out} left out by --operator, --exclude-operator, --lines or pragmas"
+               if left_out else "none ran to a kill or a survival")
+        return f"no mutation score: of {total} mutants no mutant was killed or survived ({why})"
     return (f"mutation score {summary['mutation_score']:.2f}% "
             f"(killed {counts.get('killed', 0)}, of them timeout {counts.get('timeout', 0)}; "
             f"survived {counts.get('survived', 0)}; incompetent {counts.get('incompetent', 0)}) "

@@ -122,10 +122,12 @@ def start_worker(module: Path, pytest_args: list[str], project: Path) -> WorkerP
         raise UserError(f"the tests could not start: {died}") from None
     hello = worker.hello
     if "error" in hello:
+        why = worker.stderr_tail()  # pytest's own last line: a conftest's exception...
         worker.close()
         if hello["error"] == "collection":
             raise UserError(f"the tests or {module} do not import: {hello.get('detail', '')}")
-        raise UserError(f"pytest could not run the tests (exit status {hello.get('exit')})")
+        raise UserError(f"pytest could not run the tests (exit status {hello.get('exit')}): "
+                        f"{why}")
     if not hello.get("tests"):
         worker.close()
         raise UserError("no tests collected")
