@@ -229,7 +229,7 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
     created = not session_path.exists()
     session = Session(session_path)
     try:
-        if not resume and not fresh and (session.meta() or session.items()):
+        if not resume and not fresh and (session.meta() or session.has_items()):
             if not session.meta():  # `cosmic-ray init` made it: nothing of Coral's to resume
                 raise UserError(f"{session_path} holds a session Coral did not make (cosmic-"
                                 "ray's own?): --fresh starts it over, or give another "
