@@ -3,6 +3,7 @@ cosmic-ray's `mutate_code`'s, byte for byte, for every operator and occurrence."
 
 from __future__ import annotations
 
+import os
 import random
 import sysconfig
 import tempfile
@@ -118,3 +119,37 @@ def test_an_operator_that_reaches_beyond_its_node_falls_back_to_a_fresh_parse(mo
 
     assert first == mutate_code(source, Meddling(), 1)
     assert mutator.mutated("core/NumberReplacer", None, 3) == mutate_code(source, Meddling(), 3)
+
+
+def test_a_session_holds_cosmic_rays_own_mutants_read_back_by_cosmic_ray(tmp_path):
+    """Session.init stores cosmic-ray's enumeration with one executemany and Session.items
+    reads it with one query (its ORM took 15 s and 17 s of a 28,000-mutant module's start):
+    cosmic-ray's own init and its ORM see exactly the same mutants."""
+    import cosmic_ray.commands
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    module = tmp_path / "textwrap.py"
+    module.write_text((STDLIB / "textwrap.py").read_text())
+
+    def key(item):
+        spec, = item.mutations
+        return (str(spec.module_path), spec.operator_name, spec.occurrence, spec.start_pos,
+                spec.end_pos, sorted(spec.operator_args.items()), spec.definition_name)
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        ours = Session(tmp_path / "ours.sqlite")
+        ours.init([Path("textwrap.py")])
+        read = ours.items()
+        ours.close()
+        with use_db(str(tmp_path / "theirs.sqlite"), WorkDB.Mode.create) as db:
+            cosmic_ray.commands.init([Path("textwrap.py")], db, {})
+            theirs = sorted(map(key, db.work_items))
+        with use_db(str(tmp_path / "ours.sqlite"), WorkDB.Mode.open) as db:
+            by_orm = list(db.work_items)
+    finally:
+        os.chdir(cwd)
+    assert len(theirs) > 500
+    assert sorted(map(key, by_orm)) == theirs == sorted(map(key, read))
+    assert sorted(read, key=lambda i: i.job_id) == sorted(by_orm, key=lambda i: i.job_id)
