@@ -312,6 +312,8 @@ def test_resume_after_kill_redoes_nothing_finished(tmp_path):
     (MODULE, TESTS, ("--timeout-mode", "fast"), "--timeout-mode"),
     # a red-team pass: "pytest could not run the tests (exit status 4)", naming nothing
     (MODULE, TESTS, ("conftest",), "(exit status 4): E RuntimeError: boom in conftest"),
+    (MODULE, TESTS, ("--module", "test_calc.py"), "is one of the tests (under --tests)"),
+    (MODULE, TESTS, ("--session", "no/such/folder/s.sqlite"), "its folder does not exist"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, module, tests, args, message):
     root = project(tmp_path, module, tests)

@@ -138,6 +138,8 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     session_path = Path(session_path or default_session(project, given[0]))
     if resume and not session_path.is_file():
         raise UserError(f"{session_path} holds no Coral mutation session to resume")
+    if not session_path.absolute().parent.is_dir():
+        raise UserError(f"--session {session_path}: its folder does not exist")
     if os.path.lexists(session_path) and not os.path.isfile(session_path):
         raise UserError(f"--session {session_path} is not a file (SQLite would write its "
                         "journal beside it); give a file, or a new path")
@@ -199,6 +201,9 @@ def modules_of(paths: list[Path], tests: list[Path]) -> list[Path]:
                 found.append(candidate)
         elif path.suffix != ".py":
             raise UserError(f"module {path} is not a Python file")
+        elif any(path == t or t in path.parents for t in tests):
+            raise UserError(f"module {path} is one of the tests (under --tests); give the "
+                            "code they test")
         else:
             found.append(path)
     return list(dict.fromkeys(found))
