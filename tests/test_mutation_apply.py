@@ -153,3 +153,55 @@ def test_a_session_holds_cosmic_rays_own_mutants_read_back_by_cosmic_ray(tmp_pat
     assert len(theirs) > 500
     assert sorted(map(key, by_orm)) == theirs == sorted(map(key, read))
     assert sorted(read, key=lambda i: i.job_id) == sorted(by_orm, key=lambda i: i.job_id)
+
+
+@pytest.mark.parametrize("name,source", [
+    ("every kind", EVERY_KIND),
+    ("bisect.py", (STDLIB / "bisect.py").read_text()),
+    ("textwrap.py", (STDLIB / "textwrap.py").read_text()),
+])
+def test_each_mutants_diff_and_compile_check_are_the_whole_modules(name, source):
+    """Changes diffs and compiles only around a mutant's change (a large module's start
+    was mostly whole-module compiles and diffs): its answers are the whole module's."""
+    import difflib
+    import warnings
+
+    from coral_core.mutation.plan import Changes
+
+    changes, mutator = Changes(source), Mutator(source)
+    compiled = 0
+    for item in _items(source):
+        spec = item.mutations[0]
+        kind, mutated = _ours(mutator, spec)
+        if kind != "text" or mutated is None:
+            continue
+        whole = "\n".join(["--- mutation diff ---"] + list(difflib.unified_diff(
+            source.split("\n"), mutated.split("\n"), fromfile="a/m.py", tofile="b/m.py",
+            lineterm="")))
+        assert changes.diff(mutated, "m.py") == whole, (spec.operator_name, spec.occurrence)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(mutated, "m.py", "exec")
+            expected = True
+        except (SyntaxError, ValueError):
+            expected = False
+        assert changes.compiles(mutated, "m.py", spec.operator_name) is expected, \
+            (spec.operator_name, spec.occurrence)
+        compiled += expected
+    assert compiled > 10
+
+
+def test_a_change_is_compiled_with_the_modules_future_imports_and_whole_when_it_fails():
+    from coral_core.mutation.plan import Changes
+
+    source = ("from __future__ import annotations\n\n\ndef f(x: int) -> Undefined:\n"
+              "    for i in x:\n        if i:\n            break\n    return 1\n\n\n"
+              "def g():\n    return -1\n")
+    changes = Changes(source)
+    assert changes.compiles(source.replace("-1", "-2"), "m.py", "core/NumberReplacer")
+    assert not changes.compiles(source.replace("break", "break +"), "m.py", "core/X")
+    assert not changes.compiles(source.replace("        if i:\n            break\n", ""),
+                                "m.py", "core/X")  # `for` without a body
+    assert not changes.compiles(source.replace("    return -1", "    return -1\nbreak"),
+                                "m.py", "core/X")
