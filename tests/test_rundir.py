@@ -98,24 +98,12 @@ def test_resume_refuses_an_edited_config(tmp_path, env):
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env), "was edited")
 
 
-def test_resume_refuses_samples_made_from_other_data(tmp_path, env, data_dir):
-    copy = tmp_path / "data"
-    shutil.copytree(data_dir / "quixbugs", copy / "quixbugs")
-    run_dir = tmp_path / "run"
-    process = _start(tmp_path, env, run_dir, "--data-dir", str(copy), delay=0.05)
-    _wait_for(run_dir, "generations", 2, process)
-    process.kill()
-    process.wait()
-    program = copy / "quixbugs" / "python_programs" / "sieve.py"
-    program.write_text(program.read_text() + "\n# edited\n")
-    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
-                    "task 'sieve' of trial 0 is not what it was when the run began")
-
-
-def test_resume_refuses_tests_that_changed_since_the_run_began(tmp_path, env, data_dir):
-    """A red-team pass: a test case edited between an interrupt and the resume (the prompt
-    unchanged) scored the rest of the samples against other tests, and pass@k mixed the
-    two; so did resuming with --data-dir naming a folder whose tests differ."""
+@pytest.mark.parametrize("edited", ["python_programs/sieve.py", "json_testcases/sieve.json"])
+def test_resume_refuses_a_task_that_changed_since_the_run_began(
+        tmp_path, env, data_dir, edited):
+    """The program (the prompt changes) or its test cases (a red-team pass: the prompt
+    unchanged, the rest of the samples were scored against other tests and pass@k mixed
+    the two) edited between an interrupt and the resume; as it was, the run goes on."""
     copy = tmp_path / "data"
     shutil.copytree(data_dir / "quixbugs", copy / "quixbugs")
     run_dir = tmp_path / "run"
@@ -123,12 +111,13 @@ def test_resume_refuses_tests_that_changed_since_the_run_began(tmp_path, env, da
     _wait_for(run_dir, "evaluations", 2, process)
     process.kill()
     process.wait()
-    cases = copy / "quixbugs" / "json_testcases" / "sieve.json"
-    original = cases.read_text()
-    cases.write_text("[[3], [2, 3]]\n" + original)  # one more case
+    path = copy / "quixbugs" / edited
+    original = path.read_text()
+    path.write_text(("[[3], [2, 3]]\n" + original) if edited.endswith(".json")
+                    else original + "\n# edited\n")
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
                     "task 'sieve' of trial 0 is not what it was when the run began")
-    cases.write_text(original)  # as it was: the run goes on to the end
+    path.write_text(original)
     resumed = run_coral("run", "--resume", str(run_dir), "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr
 
