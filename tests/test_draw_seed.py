@@ -8,6 +8,7 @@ import stat
 
 import pytest
 
+from coral_core.errors import UserError
 from coral_core.executors.ray_cluster import coral_environment
 from coral_core.hosted import draws as seeds
 
@@ -40,23 +41,30 @@ def test_another_key_draws_otherwise_and_the_variable_wins(cache, monkeypatch):
     assert seeds.key() == "0" * 64
 
 
-def test_a_key_file_that_is_a_link_or_garbage_is_not_used(cache, tmp_path):
+def test_a_key_file_that_is_a_link_or_garbage_is_refused(cache, tmp_path):
+    """Never read through a link; never replaced by a key for one process only (the same
+    program's verdict then changed from run to run: a red-team pass)."""
     cache.mkdir()
     elsewhere = tmp_path / "planted"
     elsewhere.write_text("a" * 64)
     (cache / seeds.KEY_FILE).symlink_to(elsewhere)
-    assert seeds.key() != "a" * 64  # never read through a link: one for this process
+    with pytest.raises(UserError, match="cannot keep the test key in Coral's cache"):
+        seeds.key()
     seeds.key.cache_clear()
     (cache / seeds.KEY_FILE).unlink()
     (cache / seeds.KEY_FILE).write_text("short\n")
-    assert len(seeds.key()) == 64 and seeds.key() != "short"
+    with pytest.raises(UserError, match="holds no key"):
+        seeds.key()
 
 
-def test_an_unwritable_cache_still_gives_a_key(cache, tmp_path, monkeypatch):
+def test_an_unwritable_cache_is_refused_unless_the_variable_gives_the_key(cache, monkeypatch):
     monkeypatch.setenv("CORAL_CACHE_DIR", "/proc/coral-cannot-be-here")
     seeds.key.cache_clear()
-    assert len(seeds.key()) == 64
-    assert seeds.draw_seed("p", "t") == seeds.draw_seed("p", "t")  # within the process
+    with pytest.raises(UserError, match="set CORAL_CACHE_DIR to a folder you can write"):
+        seeds.key()
+    monkeypatch.setenv(seeds.KEY_VARIABLE, "k" * 64)
+    seeds.key.cache_clear()
+    assert seeds.draw_seed("p", "t") == seeds.draw_seed("p", "t")
 
 
 def test_ray_actors_are_given_the_drivers_key(cache):

@@ -48,4 +48,4 @@ def test_wheel_installs_only_namespaced_packages_and_the_console_script(tmp_path
     assert packaged == source_packages(), "every package of the tree, found, not listed"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "coral = coral_cli.app:main" in text
+    assert "coral = coral_cli.entry:main" in text

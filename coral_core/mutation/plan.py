@@ -112,7 +112,7 @@ class Changes:
 
     def __init__(self, source: str):
         self.lines = source.split("\n")
-        tree = ast.parse(source)
+        tree = parsing.parse(source)
         self.spans = [(min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", ())]),
                        n.end_lineno or n.lineno) for n in tree.body]
         self.futures = [n for n in tree.body
