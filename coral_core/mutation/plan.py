@@ -118,6 +118,15 @@ class Changes:
         self.futures = [n for n in tree.body
                         if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
         self.head = "\n".join(ast.get_source_segment(source, n) or "" for n in self.futures)
+        self._last: tuple[str, list[str], int, int] | None = None
+
+    def _split(self, text: str) -> tuple[list[str], int, int]:
+        """The mutant's lines and how many it shares with the module's at the start and at
+        the end (kept for the mutant last asked about: its diff and its compile both ask)."""
+        if self._last is None or self._last[0] is not text:
+            lines = text.split("\n")
+            self._last = (text, lines, *self._around(lines))
+        return self._last[1], self._last[2], self._last[3]
 
     def _around(self, mutated: list[str]) -> tuple[int, int]:
         """(lines the two share at the start, at the end)."""
@@ -133,8 +142,7 @@ class Changes:
     def diff(self, mutated: str, path: str) -> str:
         """difflib's unified diff of the whole module, from the lines around the change
         (tests/test_mutation_apply.py holds it to the whole module's on real modules)."""
-        theirs = mutated.split("\n")
-        start, end = self._around(theirs)
+        theirs, start, end = self._split(mutated)
         cut = max(0, start - 3)
         ours = self.lines[cut:len(self.lines) - max(0, end - 3)]
         window = theirs[cut:len(theirs) - max(0, end - 3)]
@@ -154,8 +162,7 @@ class Changes:
         statement that does not compile alone is checked whole (its context may be why);
         an operator that renames variables is checked whole (a module-level `global`
         elsewhere can refuse a name)."""
-        theirs = mutated.split("\n")
-        start, end = self._around(theirs)
+        theirs, start, end = self._split(mutated)
         first, last = start + 1, len(self.lines) - end  # the changed lines, 1-based
         touched = [span for span in self.spans if span[0] <= max(first, last)
                    and span[1] >= min(first, last)]
