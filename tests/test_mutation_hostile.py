@@ -452,3 +452,23 @@ def test_a_session_is_never_a_file_found_in_a_tests_folder(tmp_path):
     assert done.returncode == 2
     assert "is a file the run reads" in done.stderr
     assert (root / "tests" / "test_later.py").read_bytes() == b""
+
+
+def test_lines_a_test_writes_onto_the_audit_pipe_are_named_and_change_no_verdict(tmp_path,
+                                                                                 benign):
+    """A red-team pass: a test that wrote JSON onto every inherited descriptor reached the
+    audit hook's pipe; every mutant then ran the exact way (right) for an empty reason."""
+    junk = BENIGN.replace("def test_add():", '''def test_add():
+    for fd in range(3, 256):
+        try:
+            os.write(fd, b'{"garbage": 1}\\n')
+        except OSError:
+            pass''')
+    root = project(tmp_path, ARITH, junk)
+    done = run_coral(root, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["exact"] == summary["mutation_num"]
+    assert any("something a test wrote onto the audit hook's pipe" in reason
+               for reason in summary["exact_reasons"]), summary["exact_reasons"]
+    assert verdicts(root / "s.sqlite") == benign

@@ -526,7 +526,7 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 if reply.get("exact"):  # the verdict came from the exact path
                     mode, ran = "exact", reply.get("ran")
                     seen.extend(f"{e.get('test') or 'the session'} (under a mutant): "
-                                f"{e.get('why')}" for e in reply.get("seen", []))
+                                f"{_why(e)}" for e in reply.get("seen", []))
                 verdicts.append(Verdict(plan.job_id, result, reply.get("seconds", 0.0), mode,
                                         len(ran) if ran is not None else -1,
                                         bool(reply.get("timeout")), tuple(kills)))
@@ -545,6 +545,14 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
         thread.join()
 
 
+def _why(event: dict) -> str:
+    """What the audit hook saw, or what a line on its pipe that it did not write means (a
+    test that writes onto inherited descriptors: a red-team pass saw an empty reason)."""
+    why = event.get("why")
+    return why if isinstance(why, str) and why else \
+        "something a test wrote onto the audit hook's pipe (its events cannot be trusted)"
+
+
 def exact_reasons(collection: list[str], baseline: list[dict], module: Path,
                   ) -> tuple[set[str], bool, list[str]]:
     """(the tests that see the disk, whether every mutant must run the exact way, why):
@@ -554,13 +562,14 @@ def exact_reasons(collection: list[str], baseline: list[dict], module: Path,
     disk_tests: set[str] = set()
     every = bool(collection)
     for event in baseline:
-        test, phase, why = event.get("test") or "", event.get("phase"), event.get("why", "")
+        test, phase, why = event.get("test") or "", event.get("phase"), _why(event)
         if phase == "call" and test:
             disk_tests.add(test)
             reasons.append(f"{test}: {why}")
         else:  # a fixture, or between tests: it may reach any test
             every = True
-            reasons.append(f"{test or 'the session'} ({phase}): {why}")
+            reasons.append(f"{test or 'the session'}" + (f" ({phase})" if phase else "")
+                           + f": {why}")
     raw = module.read_bytes()
     encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     if encoding not in ("utf-8", "utf-8-sig") and not raw.isascii():
