@@ -35,7 +35,8 @@ _NOT_NUL = re.compile(rb"[^\x00]")
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-def _inside(path: Path, root: Path) -> bool:
+def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """`path` is `root` or lies below it, links followed."""
     real, base = os.path.realpath(path), os.path.realpath(root)
     return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
@@ -57,7 +58,7 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "file",
     """The whole content of the regular file `path`, at most `limit` bytes; else a
     UserError naming `what` and the path. `within`: the file must resolve inside it."""
     path = Path(path)
-    if within is not None and not _inside(path, Path(within)):
+    if within is not None and not is_within(path, within):
         raise UserError(f"{what} {path} is a link that leads out of {within}; refused")
     try:
         descriptor = os.open(path, _READ)

@@ -20,14 +20,14 @@ from typing import IO, Iterator
 
 from coral_core.data.locate import read_folders
 from coral_core.errors import UserError
+from coral_core.files.fileio import is_within
 
 
 def _refuse_read_folders(path: Path, what: str) -> None:
     """An output in a folder Coral reads would replace its input: `--results` written over
     HumanEval.jsonl.gz, a QuixBugs program or the cache's test key (a red-team pass)."""
-    real = os.path.realpath(path.absolute())
     for root in read_folders():
-        if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+        if is_within(path.absolute(), root):
             raise UserError(f"{what} {path} lies in {root}, which Coral reads (a data set or "
                             "its cache); write elsewhere")
 

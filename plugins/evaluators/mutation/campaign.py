@@ -26,7 +26,7 @@ from .exact import restore
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import file_digest, tests_digest
-from coral_core.files.fileio import same_file
+from coral_core.files.fileio import is_within, same_file
 from coral_core.mutation.session import Session, Verdict
 from . import incremental
 
@@ -121,7 +121,7 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
         raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
     # a file the walk of a folder found that leads out of the project (a link to
     # /etc/passwd, to a module elsewhere) is left out, as a linked folder is
-    found = [path for path in found if _within(path, project)]
+    found = [path for path in found if is_within(path, project)]
     if not found:
         raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
     sources = {Path(os.path.relpath(path, project)): _source(path, path.relative_to(project))
@@ -169,11 +169,6 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     finally:
         if shutdown is not None:
             shutdown()
-
-
-def _within(path: Path, project: Path) -> bool:
-    real = os.path.realpath(path)
-    return real.startswith(str(project).rstrip(os.sep) + os.sep)
 
 
 def default_session(project: Path, first_module: Path) -> Path:
