@@ -118,7 +118,7 @@ class Checker:
                 self.end("failed", "the program's answer is over %d MiB" % (MAX_LINE >> 20))
             self.account()
             if select.select([self.read], [], [], TICK)[0]:
-                chunk = os.read(self.read, 1 << 20)
+                chunk = os.read(self.read, 1 << 16)
                 if not chunk:
                     return None
                 self.buffer += chunk

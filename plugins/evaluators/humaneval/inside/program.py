@@ -124,7 +124,7 @@ def _receive():
             line = bytes(buffer[:end])
             del buffer[:end + 1]
             return line
-        chunk = os.read(_STATE["read"], 1 << 20)
+        chunk = os.read(_STATE["read"], 1 << 16)
         if not chunk:
             return None
         buffer += chunk

@@ -288,7 +288,7 @@ class Host:
             self.remaining()  # raises Over when a budget has run out
             self._count_idle()
             if select.select([self.read], [], [], TICK)[0]:
-                chunk = os.read(self.read, 1 << 20)
+                chunk = os.read(self.read, 1 << 16)
                 if not chunk:
                     return None
                 self.buffer += chunk

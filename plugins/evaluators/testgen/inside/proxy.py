@@ -43,7 +43,7 @@ class Channel:
                 line = bytes(self.buffer[:end])
                 del self.buffer[:end + 1]
                 return json.loads(line)
-            chunk = os.read(self.read, 1 << 20)
+            chunk = os.read(self.read, 1 << 16)
             if not chunk:
                 raise ConnectionError("the program's process has gone")
             self.buffer += chunk
