@@ -25,7 +25,7 @@ Every server is treated as hostile: each attempt runs under a deadline that cove
 whole exchange (`transport`), its body is read under a byte cap derived from the request
 (`body`), the reply is validated against the shape it must have before any of it is used
 (`reply`), and what the server wrote is redacted and escaped before it reaches an error
-or a log line (`redaction`).
+or a log line (`redaction`). The options are checked before any of it (`options`).
 """
 
 from __future__ import annotations
