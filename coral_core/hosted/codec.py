@@ -136,6 +136,31 @@ class Encoder:
             self.table[key] = self.contents(x)
         return self.table
 
+    def reply(self, value, error, origin, incoming, describe):
+        """One call's answer: its value, or its exception's type, arguments (None where
+        they are not data) and `describe(error)`, and in "t" the table with the contents
+        of every argument the call changed (`origin`: the caller's objects by key,
+        `incoming`: their contents as sent). Raises Unsendable for a value not data."""
+        for key, obj in origin.items():
+            self.seed(obj, key)
+        changed = {}
+        for key, obj in origin.items():
+            contents = self.contents(obj)
+            if contents != incoming.get(key):
+                changed[key] = contents
+        if error is None:
+            answer = {"v": self.value(value)}
+        else:
+            try:
+                arguments = self.value(tuple(error.args))
+            except Exception:  # noqa: B902 - arguments that are not data, or no tuple
+                arguments = None
+            answer = {"x": [type(error).__name__, arguments, describe(error)]}
+        table = self.drain()
+        table.update(changed)
+        answer["t"] = table
+        return answer
+
 
 def encode(values, prefix="", other=None):
     """(data, table, encoder) for a list of values."""

@@ -205,30 +205,11 @@ def _describe(error):
 
 
 def _answer(value, error, origin, incoming):
-    encoder = _encoder()
     try:
-        for key, obj in origin.items():
-            encoder.seed(obj, key)
-        changed = {}
-        for key, obj in origin.items():  # what the call changed in the check's arguments
-            contents = encoder.contents(obj)
-            if contents != incoming.get(key):
-                changed[key] = contents
-        if error is None:
-            reply = {"v": encoder.value(value)}
-        else:
-            try:
-                arguments = encoder.value(tuple(error.args))
-            except (codec.Unsendable, RecursionError, TypeError, ValueError):
-                arguments = None
-            reply = {"x": [type(error).__name__, arguments, _describe(error)]}
-        table = encoder.drain()
+        return _encoder().reply(value, error, origin, incoming, _describe)
     except (codec.Unsendable, RecursionError) as unsendable:
         return {"x": ["TypeError", None, "coral: the program returned %s, which is not "
                       "plain data" % _describe(unsendable)]}
-    table.update(changed)
-    reply["t"] = table
-    return reply
 
 
 def _names(module, names):

@@ -250,30 +250,12 @@ class Host:
                 return ["k", handle]
             raise codec.Unsendable("a %s" % type(x).__name__)
 
-        encoder = codec.Encoder("n", other)
         try:
-            for key, obj in origin.items():
-                encoder.seed(obj, key)
-            changed = {}
-            for key, obj in origin.items():
-                contents = encoder.contents(obj)
-                if contents != incoming.get(key):
-                    changed[key] = contents
-            if error is None:
-                reply = {"v": encoder.value(value)}
-            else:
-                try:
-                    arguments = encoder.value(tuple(error.args))
-                except (codec.Unsendable, RecursionError):
-                    arguments = None
-                reply = {"x": [type(error).__name__, arguments, _describe(error, False)]}
-            table = encoder.drain()
+            return codec.Encoder("n", other).reply(
+                value, error, origin, incoming, lambda e: _describe(e, False))
         except (codec.Unsendable, RecursionError) as unsendable:
             return {"x": ["TypeError", None, "coral: the program returned %s, which cannot "
                           "be passed to the tests" % _describe(unsendable, False)]}
-        table.update(changed)
-        reply["t"] = table
-        return reply
 
     # the tests' messages ----------------------------------------------------------------
 
