@@ -162,6 +162,17 @@ class Encoder:
         return answer
 
 
+def call(target, args, kwargs):
+    """(the request of a call of `target`, the caller's objects it sent by key: a call's
+    answer reports what the call changed in them). Raises Unsendable for an argument that
+    is not data."""
+    encoder = Encoder("")
+    data = [encoder.value(a) for a in args]
+    named = [[k, encoder.value(v)] for k, v in kwargs.items()]
+    request = {"f": target, "a": data, "k": named, "t": encoder.drain()}
+    return request, {encoder.memo[id(o)]: o for o in encoder.keep}
+
+
 def encode(values, prefix="", other=None):
     """(data, table, encoder) for a list of values."""
     encoder = Encoder(prefix, other)

@@ -149,6 +149,18 @@ class JobClock:
         return self.seconds
 
 
+def busy_ns(pid):
+    """Nanoseconds the process (its main thread) has run and waited for a CPU, or None:
+    what a hosted job's two processes count idleness from (they take turns, so the wall
+    time neither spent running or runnable is time the program slept or blocked)."""
+    try:
+        with open("/proc/%s/schedstat" % pid, "rb") as handle:
+            running, waiting = handle.read().split()[:2]
+        return int(running) + int(waiting)
+    except (OSError, ValueError):
+        return None
+
+
 def job_waited(pid):
     """Seconds the job's processes have spent runnable but waiting for a CPU (the kernel's
     run delay in /proc/PID/schedstat): on a busy machine the wall-clock backstop adds this,

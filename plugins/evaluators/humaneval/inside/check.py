@@ -94,7 +94,8 @@ class Checker:
         self.checked = now
         if self._cpu() >= self.budget:
             self.end("timed out", "the program used %.3g s of CPU time" % self.budget)
-        theirs, ours = _busy(self.pid), _busy("self")
+        busy = sys.modules["coral_inside.processes"].busy_ns  # the sandbox's own
+        theirs, ours = busy(self.pid), busy("self")
         if theirs is not None and ours is not None:
             if self.mark is None:
                 self.mark = (now, theirs + ours)
@@ -153,16 +154,12 @@ class Checker:
             self.gone("before the test's call reached it")
 
     def call(self, target, args, kwargs):
-        encoder = codec.Encoder("")
         try:
-            data = [encoder.value(a) for a in args]
-            named = [[k, encoder.value(v)] for k, v in kwargs.items()]
-            table = encoder.drain()
+            request, sent = codec.call(target, args, kwargs)
         except (codec.Unsendable, RecursionError) as error:
             raise TypeError("coral: %s cannot be passed to the program under test (only "
                             "plain data can)" % error) from None
-        sent = {encoder.memo[id(o)]: o for o in encoder.keep}
-        return self.request("C", {"f": target, "a": data, "k": named, "t": table}, sent)
+        return self.request("C", request, sent)
 
     def request(self, kind, payload, sent):
         self._say(kind, payload)
@@ -277,16 +274,6 @@ class Checker:
         times = os.times()
         self.send("E0 %.6f -1" % (times.user + times.system))
         os._exit(0)
-
-
-def _busy(pid):
-    """Nanoseconds the process (its main thread) has run and waited for a CPU."""
-    try:
-        with open("/proc/%s/schedstat" % pid, "rb") as handle:
-            running, waiting = handle.read().split()[:2]
-        return int(running) + int(waiting)
-    except (OSError, ValueError):
-        return None
 
 
 def _describe(error, with_type=False):

@@ -282,10 +282,11 @@ class Host:
         now = time.monotonic()
         if self.idle_mark is not None and now - self.idle_mark[0] < TICK:
             return
-        busy = _busy_ns(self.pid)
+        busy_ns = sys.modules["coral_inside.processes"].busy_ns  # the sandbox's own
+        busy = busy_ns(self.pid)
         if busy is None:
             return
-        busy += _busy_ns("self") or 0
+        busy += busy_ns("self") or 0
         if self.idle_mark is not None:
             then, was = self.idle_mark
             self.idle += max(0.0, (now - then) - (busy - was) / 1e9)
@@ -393,16 +394,6 @@ class Host:
                 contexts = data.contexts_by_lineno(path)
                 lines = {str(line): sorted(names) for line, names in contexts.items()}
         return lines
-
-
-def _busy_ns(pid):
-    """Nanoseconds the process (its main thread) has run and waited for a CPU."""
-    try:
-        with open("/proc/%s/schedstat" % pid, "rb") as handle:
-            running, waiting = handle.read().split()[:2]
-        return int(running) + int(waiting)
-    except (OSError, ValueError):
-        return None
 
 
 def _describe(error, with_type=True):

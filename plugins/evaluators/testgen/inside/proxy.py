@@ -93,16 +93,12 @@ class ProgramFunction:
         self.name = name
 
     def __call__(self, *args, **kwargs):
-        encoder = codec.Encoder("")
         try:
-            data = [encoder.value(a) for a in args]
-            named = [[k, encoder.value(v)] for k, v in kwargs.items()]
-            table = encoder.drain()
+            request, sent = codec.call(self.name, args, kwargs)
         except (codec.Unsendable, RecursionError) as error:
             raise TypeError("coral: %s cannot be passed to the program under test (only "
                             "plain data and node.Node objects can)" % error) from None
-        sent = {encoder.memo[id(o)]: o for o in encoder.keep}
-        return _exchange("C", {"f": self.name, "a": data, "k": named, "t": table}, sent)
+        return _exchange("C", request, sent)
 
     def __repr__(self):
         return "<function %s of the program under test>" % (self.name,)
