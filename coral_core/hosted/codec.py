@@ -9,6 +9,8 @@ set, bytearray, defaultdict, OrderedDict, Counter, deque and node.Node objects b
 Node's shared default lists, dicts keyed by tuples of Nodes) keep their identities.
 Exact types only: a subclass could run its own code in the other process. Contents are
 encoded and decoded with loops, not recursion, so a linked list of 100,000 Nodes crosses.
+`Channel` carries them as lines of JSON, and `call` and `Encoder.reply` build the two
+halves of a call.
 
 This file is not imported by Coral's own processes (but by tests): its text is loaded inside
 the sandbox as a support module of both processes of a job, under the name its user picks
@@ -18,6 +20,8 @@ the sandbox as a support module of both processes of a job, under the name its u
 import collections
 import decimal
 import fractions
+import json
+import os
 import types
 
 _FLAT = (None.__class__, bool, str)
@@ -160,6 +164,34 @@ class Encoder:
         table.update(changed)
         answer["t"] = table
         return answer
+
+
+class Channel:
+    """Lines of JSON between a job's two processes: `send` writes one whole line, `line`
+    takes the next complete one from what has arrived (None: none has yet), `fill` reads
+    what is there to read (False: the other process has closed its end)."""
+
+    def __init__(self, read, write):
+        self.read, self.write, self.buffer = read, write, bytearray()
+
+    def send(self, kind, payload):
+        data = (kind + json.dumps(payload, separators=(",", ":")) + "\n").encode(
+            "utf-8", "surrogatepass")
+        while data:
+            data = data[os.write(self.write, data):]
+
+    def line(self):
+        end = self.buffer.find(b"\n")
+        if end < 0:
+            return None
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        return line
+
+    def fill(self):
+        chunk = os.read(self.read, 1 << 16)
+        self.buffer += chunk
+        return bool(chunk)
 
 
 def call(target, args, kwargs):

@@ -66,8 +66,7 @@ class ProgramFunction:
 class Checker:
     def __init__(self, send, record, private, fds, pid, clock):
         self.send, self.record, self.private = send, record, private
-        (self.read, self.write), self.pid, self.clock = fds, pid, clock
-        self.buffer = bytearray()
+        self.channel, self.pid, self.clock = codec.Channel(*fds), pid, clock
         self.budget = float(private["cpu"])
         self.idle_limit = float(private["idle"])
         self.idle, self.cpu, self.checked = 0.0, 0.0, 0.0
@@ -108,21 +107,17 @@ class Checker:
 
     def line(self):
         """The program's next line, or None when its process has ended."""
+        channel = self.channel
         while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
+            line = channel.line()
+            if line is not None:
                 self.account()
                 return line
-            if len(self.buffer) > MAX_LINE:
+            if len(channel.buffer) > MAX_LINE:
                 self.end("failed", "the program's answer is over %d MiB" % (MAX_LINE >> 20))
             self.account()
-            if select.select([self.read], [], [], TICK)[0]:
-                chunk = os.read(self.read, 1 << 16)
-                if not chunk:
-                    return None
-                self.buffer += chunk
+            if select.select([channel.read], [], [], TICK)[0] and not channel.fill():
+                return None
 
     def gone(self, what):
         self.account(force=True)  # a process killed for its CPU time timed out
@@ -145,11 +140,8 @@ class Checker:
     # requests ------------------------------------------------------------------------
 
     def _say(self, kind, payload):
-        data = (kind + json.dumps(payload, separators=(",", ":")) + "\n").encode(
-            "utf-8", "surrogatepass")
         try:
-            while data:
-                data = data[os.write(self.write, data):]
+            self.channel.send(kind, payload)
         except OSError:
             self.gone("before the test's call reached it")
 

@@ -94,8 +94,7 @@ def prepare(before_guard=()):
                 module.gettempdir()
         except Exception:  # noqa: B902 - not installed here: the program's import fails
             pass
-    read, write = child.SPLIT["fd"]
-    _STATE.update(read=read, write=write, buffer=bytearray(), iterators={}, callables={})
+    _STATE.update(channel=codec.Channel(*child.SPLIT["fd"]), iterators={}, callables={})
     sys.stdout.flush()
     sys.stderr.flush()
     null = os.open(os.devnull, os.O_WRONLY)
@@ -110,24 +109,15 @@ def prepare(before_guard=()):
 
 
 def _send(payload):
-    data = ("A" + json.dumps(payload, separators=(",", ":")) + "\n").encode(
-        "utf-8", "surrogatepass")
-    while data:
-        data = data[os.write(_STATE["write"], data):]
+    _STATE["channel"].send("A", payload)
 
 
 def _receive():
-    buffer = _STATE["buffer"]
+    channel = _STATE["channel"]
     while True:
-        end = buffer.find(b"\n")
-        if end >= 0:
-            line = bytes(buffer[:end])
-            del buffer[:end + 1]
+        line = channel.line()
+        if line is not None or not channel.fill():
             return line
-        chunk = os.read(_STATE["read"], 1 << 16)
-        if not chunk:
-            return None
-        buffer += chunk
 
 
 def _plain(x):

@@ -75,8 +75,7 @@ class Over(Exception):
 class Host:
     def __init__(self, send, record, config, fds, tests_pid, clock):
         self.send, self.record, self.config = send, record, config
-        (self.read, self.write), self.pid, self.clock = fds, tests_pid, clock
-        self.buffer = bytearray()
+        self.channel, self.pid, self.clock = codec.Channel(*fds), tests_pid, clock
         self.budgets = [float(b) for b in config.get("budgets") or []]
         self.stop_on = list(config.get("stop_on") or [])
         self.variant = bool(config.get("variant"))  # judged against the correct run's
@@ -163,10 +162,7 @@ class Host:
         self._say({"names": names, "values": values, "t": encoder.drain()})
 
     def _say(self, payload):
-        data = (json.dumps(payload, separators=(",", ":")) + "\n").encode(
-            "utf-8", "surrogatepass")
-        while data:
-            data = data[os.write(self.write, data):]
+        self.channel.send("", payload)
 
     def _expire(self, signum, frame):
         """Raise only in the program's own code: raised in coverage's tracer between its
@@ -261,19 +257,15 @@ class Host:
 
     def next_line(self):
         """The tests' next message, or None when their process has gone."""
+        channel = self.channel
         while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
+            line = channel.line()
+            if line is not None:
                 return line
             self.remaining()  # raises Over when a budget has run out
             self._count_idle()
-            if select.select([self.read], [], [], TICK)[0]:
-                chunk = os.read(self.read, 1 << 16)
-                if not chunk:
-                    return None
-                self.buffer += chunk
+            if select.select([channel.read], [], [], TICK)[0] and not channel.fill():
+                return None
 
     def _count_idle(self):
         """At most once a TICK: the wall time since the last count less the time either

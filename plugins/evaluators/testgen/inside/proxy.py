@@ -10,7 +10,6 @@ it can tell one version of the program from another.
 
 import builtins
 import json
-import os
 import sys
 import types
 
@@ -24,29 +23,16 @@ class ProgramError(Exception):
     """The program raised an exception of a type of its own (its name and message)."""
 
 
-class Channel:
+class Channel(codec.Channel):
     """Lines of JSON on the pipes to and from the program's process."""
-
-    def __init__(self, fds):
-        (self.read, self.write), self.buffer = fds, bytearray()
-
-    def send(self, kind, payload):
-        data = (kind + json.dumps(payload, separators=(",", ":")) + "\n").encode(
-            "utf-8", "surrogatepass")
-        while data:
-            data = data[os.write(self.write, data):]
 
     def receive(self):
         while True:
-            end = self.buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
+            line = self.line()
+            if line is not None:
                 return json.loads(line)
-            chunk = os.read(self.read, 1 << 16)
-            if not chunk:
+            if not self.fill():
                 raise ConnectionError("the program's process has gone")
-            self.buffer += chunk
 
 
 def _exchange(kind, body, sent):
@@ -120,7 +106,7 @@ class ProgramIterator:
 def install(name, fds, expired):
     """Receive the program's public names and put a module of proxies in sys.modules; when
     the program failed to load, leave it out (importing it fails, as loading did)."""
-    CHANNEL.append(Channel(fds))
+    CHANNEL.append(Channel(*fds))
     _EXPIRED.append(expired)
     hello = CHANNEL[0].receive()
     if "error" in hello:
