@@ -162,6 +162,97 @@ def test_xunit_setups_run_as_in_pytest_and_generator_tests_error(scoring):
     assert empty.objectives["line_coverage"] == 0.0
 
 
+COLLECTION = """import pytest
+from bitcount import bitcount
+
+
+class Checks:
+    def test_inherited(self):
+        assert bitcount(3) == 2
+
+    def test_inherited_wrong(self):
+        assert bitcount(3) == 3
+
+
+class TestSuite(Checks):
+    @staticmethod
+    def test_static():
+        assert bitcount(1) == 1
+
+    @staticmethod
+    def test_static_wrong():
+        assert bitcount(1) == 2
+
+    @classmethod
+    def test_class_wrong(cls):
+        assert bitcount(0) == 1
+
+    class TestNested:
+        def test_nested_wrong(self):
+            assert bitcount(7) == 4
+
+
+class TestMore(TestSuite):
+    def test_more(self):
+        assert bitcount(8) == 1
+
+
+class Helper:
+    def test_never_collected(self):
+        assert bitcount(1) == 5
+
+
+def test_defaults(n=255, want=8):
+    assert bitcount(n) == want
+
+
+@pytest.mark.usefixtures("no_such_fixture")
+def test_uses_a_fixture():
+    assert bitcount(1) == 1
+
+
+def test_asks_for_a_fixture(no_such_fixture):
+    assert bitcount(1) == 1
+"""
+
+
+def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_path):
+    """The same tests as pytest's, with its verdicts on the correct program: a red-team
+    pass hid tests that fail on it in static methods, nested classes and inherited methods,
+    which were not collected, and the file scored bug_revealed 1.0."""
+    import subprocess
+    import sys
+
+    (tmp_path / "bitcount.py").write_bytes(
+        (data_dir / "quixbugs" / "correct_python_programs" / "bitcount.py").read_bytes())
+    (tmp_path / "test_collection.py").write_text(COLLECTION, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p",
+                           "no:cacheprovider", "test_collection.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    theirs = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" test_collection.py::")
+        if word in ("PASSED", "FAILED", "ERROR"):
+            theirs[rest.split(" - ")[0]] = word
+    assert len(theirs) == 16, done.stdout
+    scored = evaluate(scoring, COLLECTION)
+    assert not scored.details.get("refused"), scored.details
+    ours = {o["test"]: {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}[o["status"]]
+            for o in scored.details["outcomes"]}
+    assert ours == theirs
+    assert scored.objectives["bug_revealed"] == 0.0  # tests fail on the correct program
+
+
+def test_a_file_of_more_tests_than_are_run_fails_to_load_whole(scoring):
+    many = ("import pytest\nfrom bitcount import bitcount\n\n\n"
+            "@pytest.mark.parametrize('n', range(600))\n"
+            "def test_many(n):\n    assert bitcount(2 ** (n % 8)) == 1\n\n\n"
+            "def test_reveals():\n    assert bitcount(0) == 0\n")
+    scored = evaluate(scoring, many)
+    assert scored.objectives == dict.fromkeys(scored.objectives, 0.0)
+    assert "the file has 601 tests; Coral runs at most 500" in scored.details["error"]
+
+
 def test_mutation_verdicts_equal_coral_mutation_run(scoring, tmp_path):
     """The same cosmic-ray mutants and verdicts as `coral mutation run` on the same
     program and tests (which are cosmic-ray's, tests/test_mutation.py), mutants that do not

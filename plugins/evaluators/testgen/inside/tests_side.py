@@ -6,12 +6,16 @@ one that loads the test file) `start` installs the program under test as a modul
 proxies (proxy.py); the program itself lives in the other process (host.py). CONFIG is the
 same for every run of a file, whichever version of the program the other process holds.
 
-It collects tests as pytest does for a plain module (functions named test*, classes named
-Test* without __init__, their test* methods; `pytest.mark.parametrize` expanded, `skip`,
-boolean `skipif` and `xfail` honoured: an xfail test can never fail a run, so it is skipped)
-and runs each under a CPU-time budget. Fixtures other than parametrize arguments are not
-provided: a test that needs one fails with a clear detail. Each test's start and result go
-to the program's process, which measures its CPU time and coverage and reports.
+It collects tests as pytest does for a plain module: functions named test*, classes named
+Test* without __init__ or __new__ (nested ones too) with their test* methods, static and
+class methods and those they inherit (a base class's first, as pytest orders them);
+`pytest.mark.parametrize` expanded, `skip`, boolean `skipif` and `xfail` honoured (an
+xfail test can never fail a run, so it is skipped). Each test runs under a CPU-time budget.
+Fixtures other than parametrize arguments are not provided: a test that needs one (an
+argument without a default, or `usefixtures`) errors with a clear detail. A file with more
+than `limit` tests fails to load as a whole rather than being cut short. Each test's start
+and result go to the program's process, which measures its CPU time and coverage and
+reports.
 """
 
 import contextlib
@@ -103,12 +107,12 @@ def _skipped(marks):
     return False
 
 
-def _expand(name, function, owner, module):
-    """(test id, function, owner class, arguments, skipped or error text) per test."""
+def _expand(name, function, owner, attribute, module):
+    """collect's rows for one test function (one per parameter set)."""
     import inspect
 
     if inspect.isgeneratorfunction(function):  # pytest refuses it (it passed here: the
-        return [(name, function, owner, {},  # call only made the generator)
+        return [(name, function, owner, attribute, {},  # call only made the generator)
                  "error: 'yield' keyword is allowed in fixtures, but not in tests")]
     owners = (function, owner, module) if owner is not None else (function, module)
     marks = _marks(*owners)
@@ -116,7 +120,7 @@ def _expand(name, function, owner, module):
         groups = [_parameter_sets(m) for m in marks if m.name == "parametrize"]
         base_skip = _skipped([m for m in marks if m.name != "parametrize"])
     except Exception as error:  # a malformed mark: the test errors
-        return [(name, function, owner, {}, "error: %s" % _describe(error))]
+        return [(name, function, owner, attribute, {}, "error: %s" % _describe(error))]
     items = []
     for combination in itertools.product(*groups):
         arguments, labels, skip = {}, [], base_skip
@@ -128,20 +132,53 @@ def _expand(name, function, owner, module):
             except Exception as error:
                 skip = "error: %s" % _describe(error)
         test_id = (name + ("[%s]" % "-".join(labels) if labels else ""))[:ID_CHARS]
-        items.append((test_id, function, owner, arguments, "skip" if skip is True else skip))
+        items.append((test_id, function, owner, attribute, arguments,
+                      "skip" if skip is True else skip))
     return items
 
 
 def collect(module):
+    """(test id, function, owner class, its attribute name, arguments, skipped or error
+    text) per test, in pytest's order."""
+    return _collect(module, module, None, "", ())
+
+
+def _members(container):
+    """(name, value) as pytest walks them: a class's attributes with those it inherits,
+    each name once (the nearest), a base class's before its subclass's."""
+    if not isinstance(container, type):
+        return list(vars(container).items())
+    seen, groups = set(), []
+    for klass in container.__mro__:
+        group = []
+        for name, value in list(vars(klass).items()):
+            if name not in seen:
+                seen.add(name)
+                group.append((name, value))
+        groups.append(group)
+    return [pair for group in reversed(groups) for pair in group]
+
+
+def _is_test_class(name, value):
+    import inspect
+
+    return name.startswith("Test") and not inspect.isabstract(value) \
+        and value.__init__ is object.__init__ and value.__new__ is object.__new__
+
+
+def _collect(module, container, owner, prefix, outer):
     items = []
-    for name, value in list(vars(module).items()):
-        if name.startswith("test") and isinstance(value, types.FunctionType):
-            items.extend(_expand(name, value, None, module))
-        elif name.startswith("Test") and isinstance(value, type) \
-                and value.__init__ is object.__init__:  # pytest skips classes with one
-            for attribute, method in list(vars(value).items()):
-                if attribute.startswith("test") and isinstance(method, types.FunctionType):
-                    items.extend(_expand("%s::%s" % (name, attribute), method, value, module))
+    for name, value in _members(container):
+        if isinstance(value, type):
+            if _is_test_class(name, value) and value not in outer:  # (a class in itself)
+                items.extend(_collect(module, value, value, prefix + name + "::",
+                                      outer + (value,)))
+            continue
+        function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        if not name.startswith("test") or not isinstance(function, types.FunctionType):
+            continue
+        items.extend(_expand(prefix + name, function, owner,
+                             None if owner is None else name, module))
     return items
 
 
@@ -163,20 +200,22 @@ def _expire(signum, frame):
         raise _Expired()
 
 
-def _call(function, owner, arguments):
+def _call(function, owner, attribute, arguments, marks):
     import inspect
 
-    wanted = list(inspect.signature(function).parameters)
-    if owner is not None:
-        wanted = wanted[1:]
-    missing = [p for p in wanted if p not in arguments]
-    if missing:
-        raise LookupError("fixture '%s' is not available (only parametrize arguments are)"
-                          % missing[0])
     if inspect.iscoroutinefunction(function):
         raise TypeError("async tests are not supported")
+    for mark in marks:
+        if mark.name == "usefixtures" and mark.args:
+            raise _NoFixture(mark.args[0])
     instance = owner() if owner is not None else None
-    target = function.__get__(instance, owner) if owner is not None else function
+    target = getattr(instance, attribute) if owner is not None else function
+    parameters = inspect.signature(target).parameters.values()
+    wanted = [p.name for p in parameters if p.default is p.empty
+              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [p for p in wanted if p not in arguments]
+    if missing:
+        raise _NoFixture(missing[0])
     around = instance if owner is not None else sys.modules[function.__module__]
     suffix = "method" if owner is not None else "function"
     try:
@@ -191,6 +230,14 @@ def _call(function, owner, arguments):
 
 class _SetupFailed(Exception):
     """A setup function raised: the test errors without running, as in pytest."""
+
+
+class _NoFixture(Exception):
+    """The test asks for a fixture: it errors without running, as in pytest."""
+
+    def __str__(self):
+        return "fixture '%s' is not available (only parametrize arguments are)" % (
+            self.args[0],)
 
 
 def _xunit(owner, names, argument):
@@ -222,19 +269,23 @@ def _budgeted(budget):
         signal.setitimer(signal.ITIMER_PROF, 0)
 
 
-def run_one(test_id, function, owner, arguments, budget, pytest):
+def run_one(test_id, function, owner, attribute, arguments, budget, pytest):
     proxy.CHANNEL[0].send("T", test_id)
     started = time.process_time()
     status, detail = "pass", ""
     try:
         with _budgeted(budget):
-            _call(function, owner, arguments)
+            owners = (function, owner, sys.modules[function.__module__]) if owner else (
+                function, sys.modules[function.__module__])
+            _call(function, owner, attribute, arguments, _marks(*owners))
     except _Expired:
         status = "timeout"
     except pytest.skip.Exception:
         status = "skip"
     except _SetupFailed as error:
         status, detail = "error", "setup failed: %s" % error
+    except _NoFixture as error:
+        status, detail = "error", str(error)
     except BaseException as error:  # noqa: B902 - a test's every failure is its verdict
         status, detail = "fail", _describe(error)
     if _state["expired"]:  # a test that swallowed the expiry still ran out of time
@@ -249,10 +300,13 @@ def run(module):
 
     channel = proxy.CHANNEL[0]
     budget = float(CONFIG.get("budget", 2.0))
-    items = collect(module)[:CONFIG.get("limit", 500)]
+    items, limit = collect(module), CONFIG.get("limit", 500)
+    if len(items) > limit:
+        raise ValueError("the file has %d tests; Coral runs at most %d (docs/testgen.md)"
+                         % (len(items), limit))
     channel.send("D", len(items))
     scope = _Scopes(module, budget)
-    for test_id, function, owner, arguments, state in items:
+    for test_id, function, owner, attribute, arguments, state in items:
         failed = None if state else scope.enter(owner)
         if state:
             row = [test_id, "skip" if state == "skip" else "error", 0.0,
@@ -260,7 +314,7 @@ def run(module):
         elif failed:
             row = [test_id, "error", 0.0, failed]
         else:
-            row = run_one(test_id, function, owner, arguments, budget, pytest)
+            row = run_one(test_id, function, owner, attribute, arguments, budget, pytest)
         sys.stdout.flush()
         channel.send("W", row)
     scope.enter(None, last=True)
