@@ -11,6 +11,9 @@ from coral_core.errors import UserError
 ON = ("1", "true", "yes", "on")
 OFF = ("", "0", "false", "no", "off")
 SWITCHES = ("CORAL_REQUIRE_BWRAP", "CORAL_DISABLE_PLUGIN_AUTOLOAD", "SKIP_MUTATION")
+# Switches that change what a run computes: a run records them, and is resumed only with
+# the same (a resume with SKIP_MUTATION set mixed scores with and without mutation testing).
+RESULT_SWITCHES = ("SKIP_MUTATION",)
 
 
 def switch(name: str) -> bool:
@@ -28,3 +31,8 @@ def check_switches() -> None:
     """Every switch Coral reads, checked when a command starts."""
     for name in SWITCHES:
         switch(name)
+
+
+def result_switches() -> dict[str, bool]:
+    """The RESULT_SWITCHES as they are now."""
+    return {name: switch(name) for name in RESULT_SWITCHES}

@@ -98,6 +98,21 @@ def test_resume_refuses_an_edited_config(tmp_path, env):
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env), "was edited")
 
 
+def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):
+    """A run begun with mutation testing is not resumed without it (a red-team pass mixed
+    testgen scores with and without it in one summary), and the other way round."""
+    without = {**env, "SKIP_MUTATION": "0"}
+    run_dir = _interrupted_run(tmp_path, without)
+    _one_line_error(run_coral("run", "--resume", str(run_dir),
+                              env={**env, "SKIP_MUTATION": "1"}),
+                    "began with SKIP_MUTATION=0 and would be resumed with SKIP_MUTATION=1")
+    skipped = _interrupted_run(tmp_path, {**env, "SKIP_MUTATION": "yes"}, "skipped")
+    _one_line_error(run_coral("run", "--resume", str(skipped), env=without),
+                    "resume it with SKIP_MUTATION=1")
+    resumed = run_coral("run", "--resume", str(skipped), env={**env, "SKIP_MUTATION": "1"})
+    assert resumed.returncode == 0, resumed.stderr
+
+
 @pytest.mark.parametrize("edited", ["python_programs/sieve.py", "json_testcases/sieve.json"])
 def test_resume_refuses_a_task_that_changed_since_the_run_began(
         tmp_path, env, data_dir, edited):

@@ -26,6 +26,7 @@ from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.files.fileio import CONFIG_BYTES, open_plain, read_text
 from coral_core.run.store import RunStore
+from coral_core.switches import result_switches
 
 CONFIG_FILE = "config.toml"
 SUMMARY_FILE = "summary.json"
@@ -164,6 +165,7 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
             store.set_meta("status", "running")
             store.set_meta("coral_version", __version__)
             store.set_meta("config_digest", configuration.digest(config))
+            store.set_meta("switches", json.dumps(result_switches(), sort_keys=True))
         finally:
             store.close()
     except BaseException:
@@ -209,6 +211,7 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
             if store.meta("config_digest") != configuration.digest(config):
                 raise UserError(f"{run_dir / CONFIG_FILE} was edited after the run began; "
                                 "restore it, or start a new run with --config")
+            _same_switches(run_dir, store.meta("switches"))
             relocate = {**moved_run(config, run_dir), **(relocate or {})}
             if relocate:
                 config = {section: dict(values) for section, values in config.items()}
@@ -220,6 +223,19 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         lock.release()
         raise
     return RunInfo(run_dir, config, resumed=True), lock
+
+
+def _same_switches(run_dir: Path, stored: str | None) -> None:
+    """The switches that change results are as the run began with them (a run made before
+    they were recorded is not checked)."""
+    if stored is None:
+        return
+    began = json_value(stored, f"{run_dir / RunStore.FILENAME}: switches")
+    for name, now in result_switches().items():
+        if isinstance(began, dict) and name in began and began[name] != now:
+            raise UserError(f"{run_dir} began with {name}={int(bool(began[name]))} and would "
+                            f"be resumed with {name}={int(now)}, mixing results of both; "
+                            f"resume it with {name}={int(bool(began[name]))}")
 
 
 def moved_run(config: Mapping[str, Any], run_dir: Path) -> dict[tuple[str, str], str]:
