@@ -18,6 +18,7 @@ import time
 import zlib
 from collections import Counter
 from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qs, urlsplit
 
 TEXT = "def f(x):\n    return x + 1\n"
 MiB = 1 << 20
@@ -74,13 +75,16 @@ MODES = tuple(SHAPES) + SPECIAL
 
 
 class HostileServer:
-    """Use as a context manager; `url` ends in /v1. `counts` counts requests per mode."""
+    """Use as a context manager; `url` ends in /v1. The mode is the request's `model`, or a
+    `mode=` query parameter (a GET has no body). `counts` counts requests per mode,
+    `targets` records each request line's method and target."""
 
     def __init__(self, *, lifetime: float = 600.0, oversized_bytes: int = 300 * MiB) -> None:
         self.lifetime = lifetime
         self.oversized_bytes = oversized_bytes
         self.counts: Counter[str] = Counter()
         self.sent: Counter[str] = Counter()  # body bytes written per mode
+        self.targets: list[str] = []
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -131,7 +135,10 @@ class HostileServer:
             length = min(int(headers.get("content-length", "0")), MiB)
             raw = await reader.readexactly(length)
             request = json.loads(raw) if raw else {}
-            mode = str(request.get("model", "ok"))
+            method, target = lines[0].split()[:2]
+            self.targets.append(f"{method} {target}")
+            query = parse_qs(urlsplit(target).query)
+            mode = query["mode"][0] if "mode" in query else str(request.get("model", "ok"))
             self.counts[mode] += 1
             await self._serve(mode, headers, raw, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError,

@@ -173,6 +173,48 @@ def test_one_byte_per_second_meets_the_deadline_of_each_attempt(server: HostileS
     assert 3.5 <= result["seconds"] < 20, result
 
 
+def test_the_check_before_a_run_has_a_deadline_too(
+        server: HostileServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server trickling its model list a byte a second held a red-team's `coral run`
+    for ever: the check's READY_SECONDS bounded each read, not the exchange."""
+    from coral_plugins.models.openai import client
+
+    monkeypatch.setattr(client, "READY_SECONDS", 1.0)
+    model = create_model("m", base_url=server.url + "?mode=slow_body")
+    started = time.monotonic()
+    with pytest.raises(UserError, match="does not answer"):
+        model.check_ready()
+    assert time.monotonic() - started < 15  # two attempts of 1 s, on a loaded machine
+
+
+def test_a_query_in_the_base_url_goes_after_every_path(server: HostileServer) -> None:
+    """`?api-version=...` (kept, not a secret) went before the path: requests reached
+    /v1?api-version=2024-06-01/chat/completions."""
+    server.targets.clear()
+    model = create_model("ok", base_url=server.url + "?api-version=2024-06-01")
+    model.check_ready()
+    request = GenerationRequest(Prompt("Fix f."), SamplingParams(max_new_tokens=8))
+    assert model.generate([request])[0][0].text == TEXT
+    assert server.targets[0] == "GET /v1/models?api-version=2024-06-01"
+    assert set(server.targets[1:]) == {"POST /v1/chat/completions?api-version=2024-06-01"}
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("timeout", 1e10, "timeout must be a number of seconds in (0, 86400]"),
+    ("backoff_max", 1e10, "backoff_max must be a number of seconds in [0, 86400]"),
+    ("backoff_base", 1e300, "backoff_base must be a number of seconds in [0, 86400]"),
+    ("extra_body", {"seed": 5, "model": "other", "top_k": 20},
+     "extra_body may not set model, seed: Coral sets them from the run"),
+])
+def test_options_that_would_break_the_run_are_refused(option: str, value: object,
+                                                      words: str) -> None:
+    """A red-team's timeout = 1e10 crashed the first request (OverflowError) and left a run
+    that could not be resumed; an extra_body seed and prompt replaced the run's unseen."""
+    with pytest.raises(UserError) as caught:
+        create_model("m", base_url="http://127.0.0.1:9/v1", **{option: value})
+    assert words in str(caught.value)
+
+
 def test_the_cap_follows_the_request_and_its_ceiling(server: HostileServer) -> None:
     model = create_model("m", base_url=server.url)
     assert model.reply_cap(1, 64) == (1 << 20) + 256 * 64

@@ -50,7 +50,7 @@ from coral_core.types import Generation, GenerationRequest, Prompt
 
 from .body import BadEncoding, BodyTooLarge, read_capped
 from .options import OpenAIOptions
-from .redaction import excerpt
+from .redaction import excerpt, redact_url
 from .reply import Reply, UnusableReply, parse_reply
 from .retry import Backoff, is_retryable_status, parse_retry_after
 from .transport import deadline, deadline_client
@@ -202,8 +202,10 @@ class OpenAIModel:
         for attempt in range(READY_ATTEMPTS):  # a refused connection is final at once
             try:
                 body = {"json": {}} if method == "POST" else {}
-                with self._http().stream(method, path, timeout=READY_SECONDS,
-                                         **body) as response:
+                # a deadline on the whole exchange: READY_SECONDS bounds each read only,
+                # and a server sending a byte a second held a red-team's run for ever
+                with deadline(READY_SECONDS), self._http().stream(
+                        method, path, timeout=READY_SECONDS, **body) as response:
                     status = response.status_code
                     if status in (401, 403):
                         return status, self._error_excerpt(response), None
@@ -367,7 +369,7 @@ class OpenAIModel:
         body = self._body(request, count, call)
         headers = {CALL_ID_HEADER: uuid.uuid4().hex}
         client, failures = self._http(), 0
-        where = f"POST {self.options.base_url}{path}"
+        where = f"POST {redact_url(str(client.build_request('POST', path).url))}"
         while True:
             if abort.is_set():
                 raise _Aborted()

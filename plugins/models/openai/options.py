@@ -14,6 +14,12 @@ from coral_core.errors import UserError
 from .redaction import excerpt, redact_url, url_credentials
 
 MODES = ("chat", "completions")
+# The request fields Coral sets from the run: `extra_body` may add fields, never replace
+# these (a red-team's `seed`, `model` and `messages` there were sent in place of the run's,
+# which recorded a prompt and per-sample seeds the server never saw).
+OWN_FIELDS = ("model", "messages", "prompt", "suffix", "n", "seed", "max_tokens",
+              "temperature", "top_p", "stop", "stream")
+LONGEST = 86400.0  # seconds: the most a timeout or a backoff may be (a day)
 
 
 @dataclass(frozen=True)
@@ -78,11 +84,14 @@ class OpenAIOptions:
              "concurrency must be an integer >= 1")
         need(integer(self.max_retries) and self.max_retries >= 0,
              "max_retries must be an integer >= 0")
-        need(number(self.timeout) and self.timeout > 0, "timeout must be a number of seconds > 0")
+        need(number(self.timeout) and 0 < self.timeout <= LONGEST,
+             f"timeout must be a number of seconds in (0, {LONGEST:g}]")
         need(integer(self.max_reply_bytes) and self.max_reply_bytes >= 1024,
              "max_reply_bytes must be an integer >= 1024")
-        need(number(self.backoff_base) and self.backoff_base >= 0, "backoff_base must be >= 0")
-        need(number(self.backoff_max) and self.backoff_max >= 0, "backoff_max must be >= 0")
+        need(number(self.backoff_base) and 0 <= self.backoff_base <= LONGEST,
+             f"backoff_base must be a number of seconds in [0, {LONGEST:g}]")
+        need(number(self.backoff_max) and 0 <= self.backoff_max <= LONGEST,
+             f"backoff_max must be a number of seconds in [0, {LONGEST:g}]")
         need(isinstance(self.api_key_env, str) and bool(self.api_key_env),
              "api_key_env must name an environment variable")
         need(self.max_n_per_request is None
@@ -97,6 +106,10 @@ class OpenAIOptions:
             template_for(self.fim_template)  # an unknown family is refused now
         need(isinstance(self.strip_suffix_echo, bool), "strip_suffix_echo must be true or false")
         need(isinstance(self.extra_body, Mapping), "extra_body must be a table")
+        owned = sorted(set(self.extra_body) & set(OWN_FIELDS))
+        need(not owned, f"extra_body may not set {', '.join(owned)}: Coral sets "
+             f"{'it' if len(owned) == 1 else 'them'} from the run (the sampling flags, "
+             "[model] and [run]), and records what it sends")
 
 
 def _normalise_base_url(url: str) -> str:

@@ -123,5 +123,10 @@ def deadline_client(*, base_url: str, timeout: float, connections: int, auth: ht
         raise RuntimeError("httpx transport has no network backend to wrap; the per-attempt "
                            "deadline cannot be enforced with this httpx version")
     pool._network_backend = DeadlineBackend(pool._network_backend)  # type: ignore[union-attr]
-    return httpx.Client(base_url=base_url, timeout=httpx.Timeout(timeout), transport=transport,
-                        auth=auth, headers=headers, follow_redirects=False)
+    # A query in the base URL (`?api-version=...`) goes on every request's URL, after its
+    # path: httpx appends the path to the base URL's raw path, query included, which sent
+    # a red-team's requests to /v1?api-version=2024-06-01/chat/completions.
+    url = httpx.URL(base_url)
+    return httpx.Client(base_url=url.copy_with(query=None), params=url.params,
+                        timeout=httpx.Timeout(timeout), transport=transport, auth=auth,
+                        headers=headers, follow_redirects=False)
