@@ -33,3 +33,10 @@ def sample_seed(seed: int, index: int) -> int:
     of n agrees with the single sample of the same request with n = 1.
     """
     return derive_seed("sample", seed, index, bits=63)
+
+
+def numpy_seed(seed: int) -> int:
+    """`seed` as the 32-bit seed NumPy's legacy seeding takes (Optuna's samplers and
+    transformers' `set_seed` use it): itself below 2**32, derived from it above (a run
+    seed may be 64-bit: 2**32 raised there)."""
+    return seed if 0 <= seed < 2**32 else derive_seed("numpy", seed, bits=32)

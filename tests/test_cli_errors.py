@@ -24,6 +24,7 @@ def files(tmp_path_factory, data_dir):
     (root / "unknown_evaluator.toml").write_text('[evaluators]\nuse = ["tests", "nope"]\n')
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
     (root / "pass0.toml").write_text('[search]\nrank_by = "pass@0"\n')
+    (root / "pass01.toml").write_text('[search]\nrank_by = "pass@01"\n')
     (root / "rank_bogus.toml").write_text('[search]\nrank_by = "bogus"\n')
     (root / "zero_weights.toml").write_text('[evaluators.weights]\nbugfix = 0\nstyle = 0.0\n')
     (root / "empty_stop.toml").write_text('[model]\nstop = ["x", ""]\n')
@@ -106,6 +107,9 @@ CASES = {
         "'quixbugs' takes no option 'prompt' (it takes: data_dir, include_slow)"),
     "pass@0": (["run", "--plugin", "quixbugs", "--config", "{pass0.toml}"],
                "must be pass@K with K from 1 to 100000"),
+    # a red-team pass: the summary names pass@1, so pass@01 failed the finished run
+    "pass@01": (["run", "--plugin", "quixbugs", "--config", "{pass01.toml}", "--dry-run"],
+                "must be written pass@1"),
     # a red-team pass: both were found only once the run was done, its directory unusable
     "rank_by naming no objective": (["run", "--plugin", "quixbugs", "--config",
                                      "{rank_bogus.toml}"],

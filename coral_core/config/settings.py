@@ -124,6 +124,8 @@ def _rank_by(value: str) -> bool | str:
         k = value[len("pass@"):]
         if not (k.isascii() and k.isdigit() and 1 <= int(k) <= 100000):
             return "must be pass@K with K from 1 to 100000"
+        if k != str(int(k)):  # the summary names pass@1, which pass@01 never matched
+            return f"must be written pass@{int(k)}"
     return True
 
 

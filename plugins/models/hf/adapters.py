@@ -22,6 +22,7 @@ from coral_core.types import AdapterGenes, TrainingExample
 
 from coral_core.files.atomic import publish_dir
 from coral_core.files.scratch import make_scratch, remove_tree
+from coral_core.seeds import numpy_seed
 
 from .adapter_cache import (
     cached_adapter, data_digest, default_cache_dir, key_components, key_digest, key_lock,
@@ -155,7 +156,8 @@ def _train(
         set_seed,
     )
 
-    source, genes, settings, seed = plan.source, plan.genes, plan.settings, plan.seed
+    source, genes, settings = plan.source, plan.genes, plan.settings
+    seed = numpy_seed(plan.seed)  # set_seed seeds NumPy's legacy RNG: 32 bits
     started = time.perf_counter()
     set_seed(seed)  # LoRA init and dropout draw from the global RNGs
     where = resolve_device(device)

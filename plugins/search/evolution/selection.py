@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from coral_core.errors import UserError
+from coral_core.seeds import numpy_seed
 
 CONSTRAINTS_ATTR = "coral_constraints"
 
@@ -39,7 +40,7 @@ class Selection:
         self.objectives = list(objectives)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # constraints_func is "experimental" in Optuna
-            self.sampler = NSGAIISampler(population_size=population, seed=seed,
+            self.sampler = NSGAIISampler(population_size=population, seed=numpy_seed(seed),
                                          constraints_func=_constraints if gated else None)
             self.study = optuna.create_study(directions=["maximize"] * len(self.objectives),
                                              sampler=self.sampler)
