@@ -58,6 +58,7 @@ def run(
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
     from coral_core.config import launch
+    from coral_core.files.outputs import refuse_read_folders
     from coral_core.run.rundir import (
         check_new_run_dir, create_run, default_run_dir, open_run, record_relocation)
     from coral_core.run.runner import Interrupted, check_run, execute, prepare
@@ -96,6 +97,7 @@ def run(
                    else default_run_dir(config_used))
         if dry_run:
             planner, _ = check_run(config_used, run_dir, resolved.where)
+            refuse_read_folders(run_dir, "--out")
             plan = planner.plan(0, {})
             shown = {**config_used, "run": {**config_used["run"], "out": str(run_dir)}}
             sys.stdout.write(launch.dry_run_text(shown, [t.id for t in plan.tasks]))

@@ -98,6 +98,18 @@ def test_resume_refuses_an_edited_config(tmp_path, env):
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env), "was edited")
 
 
+def test_a_run_directory_is_never_made_in_a_data_set_folder(tmp_path, env, data_dir):
+    """A red-team pass ran with --out inside the QuixBugs folder the run read."""
+    shutil.copytree(data_dir / "quixbugs", tmp_path / "data" / "quixbugs")
+    out = tmp_path / "data" / "quixbugs" / "python_programs" / "run"
+    for extra in (["--dry-run"], []):
+        _one_line_error(run_coral("run", "--plugin", "quixbugs", "--model", "echo",
+                                  "--config", str(_config(tmp_path)), "--data-dir",
+                                  str(tmp_path / "data"), "--out", str(out), *extra, env=env),
+                        "which Coral reads (a data set or its cache)")
+        assert not out.exists()
+
+
 def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):
     """A run begun with mutation testing is not resumed without it (a red-team pass mixed
     testgen scores with and without it in one summary), and the other way round."""

@@ -23,7 +23,7 @@ from coral_core.errors import UserError
 from coral_core.files.fileio import is_within
 
 
-def _refuse_read_folders(path: Path, what: str) -> None:
+def refuse_read_folders(path: Path, what: str) -> None:
     """An output in a folder Coral reads would replace its input: `--results` written over
     HumanEval.jsonl.gz, a QuixBugs program or the cache's test key (a red-team pass)."""
     for root in read_folders():
@@ -34,7 +34,7 @@ def _refuse_read_folders(path: Path, what: str) -> None:
 
 def _destination(path: Path, what: str) -> Path | None:
     """The file to replace, or None for a device or FIFO to write to as it is."""
-    _refuse_read_folders(path, what)
+    refuse_read_folders(path, what)
     try:
         info = os.stat(path)  # through links
     except FileNotFoundError:

@@ -25,6 +25,7 @@ from coral_core.files.atomic import write_text_atomic
 from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.files.fileio import CONFIG_BYTES, open_plain, read_text
+from coral_core.files.outputs import refuse_read_folders
 from coral_core.run.store import RunStore
 from coral_core.switches import result_switches
 
@@ -148,6 +149,7 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
     this made is removed again if any step fails, so nothing half-made is left."""
     run_dir = Path(os.path.abspath(run_dir))
     check_new_run_dir(run_dir)
+    refuse_read_folders(run_dir, "--out")  # the data sets the run reads are found by now
     made = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
