@@ -183,6 +183,35 @@ def test_builder_is_deterministic_and_middles_are_real_code(source_tree, kind):
             assert 2 <= task["groundtruth"].count("\n") + 1 <= 8
 
 
+@pytest.mark.parametrize("kind", builder.KINDS)
+def test_lines_are_counted_as_python_counts_them(tmp_path, kind):
+    """Form feeds, U+2028 and U+0085 in a file, and a file of CR-only line ends: a red-team
+    pass saw str.splitlines put middles off the sites ast chose (a line's middle taken from
+    another function), cut ground truths short at U+2028 and add a newline to the text."""
+    for j in range(4):
+        body = "".join(f'\x0c\ndef f{i}(a, b):\n    x = "a\u2028b" + "\x85" * {i}\n'
+                       f"    y = a * {i} + b\n    if y > {i}:\n        y -= 1\n"
+                       f"    return x, y\n\n" for i in range(4))
+        (tmp_path / f"m{j}.py").write_text(body, encoding="utf-8", newline="")
+    (tmp_path / "cr.py").write_text("def g(a):\r    b = a + 1\r    c = b * 2\r    return c\r",
+                                    encoding="utf-8", newline="")
+    tasks = builder.build_tasks(tmp_path, kind, n=12, seed=1)
+    assert tasks
+    for task in tasks:
+        path = tmp_path / task["metadata"]["file"]
+        text = path.read_bytes().decode("utf-8")
+        assert task["prefix"] + task["groundtruth"] + task["suffix"] == text
+        if kind != "span":  # a span may start on a later line of its site
+            first = builder.code_lines(text)[task["metadata"]["line"] - 1]
+            assert builder.code_lines(task["groundtruth"])[0].strip() in first
+    bom = tmp_path / "bom"  # Python reads past a BOM (a red-team pass: 0 tasks, exit 0)
+    bom.mkdir()
+    (bom / "b.py").write_bytes(b"\xef\xbb\xbfdef h(a):\n    b = a + 1\n    c = b * 2\n"
+                               b"    d = c - 3\n    return d\n")
+    made = builder.build_tasks(bom, kind, n=2, seed=0)
+    assert made and all(t["prefix"].startswith("\ufeff") for t in made)
+
+
 JAVA = """package a;
 
 /* a { comment */

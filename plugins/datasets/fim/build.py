@@ -54,6 +54,17 @@ def source_files(root: Path, language: str) -> list[Path]:
     return found
 
 
+# A line as Python and javac count them: ended by \n, \r\n or \r only. str.splitlines also
+# ends one at \f, \x1c-\x1e, U+0085, U+2028 and U+2029, which put a red-team's middles
+# off the sites ast chose, cut ground truths short and added a "\n" to the file's text.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def code_lines(text: str) -> list[str]:
+    """`text`'s lines, each with its line break: "".join of them is `text`."""
+    return _LINE.findall(text)
+
+
 def _meaningful(text: str, language: str) -> bool:
     """Not blank and not comments only."""
     comment = "#" if language == "python" else "//"
@@ -67,8 +78,8 @@ def _meaningful(text: str, language: str) -> bool:
 
 def _python_sites(source: str, kind: str) -> list[tuple[int, int]]:
     """(first line, last line), 1-based, of candidate middles in a Python file."""
-    try:
-        tree = parsing.parse(source)
+    try:  # a BOM, which Python reads past, on line 1 (it stays in the task's prefix)
+        tree = parsing.parse(source[1:] if source.startswith("\ufeff") else source)
     except (SyntaxError, ValueError):
         return []
     sites = []
@@ -165,6 +176,16 @@ def _java_sites(lines: list[str], kind: str) -> list[tuple[int, int]]:
     return sites
 
 
+def _unbroken(text: str) -> tuple[str, str]:
+    """(`text` without its final line break, that break): prefix + middle + suffix is the
+    file's text, whatever its line breaks (a "\n" put after a middle was added to CR-only
+    and unterminated files)."""
+    for end in ("\r\n", "\r", "\n"):
+        if text.endswith(end):
+            return text[:-len(end)], end
+    return text, ""
+
+
 def _make(lines: list[str], first: int, last: int, kind: str, rng: random.Random,
           language: str, whole: bool = False) -> tuple[str, str, str] | None:
     """(prefix, middle, suffix) for the site, or None when the middle is not meaningful;
@@ -180,23 +201,23 @@ def _make(lines: list[str], first: int, last: int, kind: str, rng: random.Random
         cuts = [indent] + [indent + m.end() for m in re.finditer(r"[\s(\[{.,=:]+", content)
                            if indent + m.end() < len(line)]
         cut = rng.choice(cuts[: max(1, len(cuts) // 2 + 1)])
-        head, middle = line[:cut], line[cut:]
-        prefix = "".join(before) + head
-        suffix = "\n" + "".join(after) if after else "\n"
-        middle = middle.rstrip("\n")
+        _, end = _unbroken(line)
+        prefix = "".join(before) + line[:cut]
+        middle = line[cut:len(line) - len(end)]
+        suffix = end + "".join(after)
     elif kind == "multiline":
         prefix = "".join(before)
-        middle = "".join(block).rstrip("\n")
-        suffix = "\n" + "".join(after)
+        middle, end = _unbroken("".join(block))
+        suffix = end + "".join(after)
     else:
-        text = "".join(block).rstrip("\n")
+        text, end = _unbroken("".join(block))
         if len(text) < 4:
             return None
         start = rng.randrange(0, len(text) - 1)
         length = rng.randint(1, min(120, len(text) - start))
         prefix = "".join(before) + text[:start]
         middle = text[start:start + length]
-        suffix = text[start + length:] + "\n" + "".join(after)
+        suffix = text[start + length:] + end + "".join(after)
     if not _meaningful(middle, language):
         return None
     if not extracts_to_itself(middle, prefix, suffix, language, kind):
@@ -239,7 +260,7 @@ def _one(path: Path, root: Path, kind: str, rng: random.Random, language: str,
         source = read_text(path, limit=MAX_FILE_BYTES, what="source", within=root)
     except UserError:  # replaced since the walk, a link out of the tree, not UTF-8
         return None
-    lines = source.splitlines(keepends=True)
+    lines = code_lines(source)
     sites = (_python_sites(source, kind) if language == "python" else _java_sites(lines, kind))
     rel = path.relative_to(root).as_posix()
     sites = sorted(set(s for s in sites if (rel, *s) not in used))

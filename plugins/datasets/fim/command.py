@@ -45,6 +45,6 @@ def build(
     builder.write_jsonl(tasks, out, users=True)
     note(f"wrote {len(tasks)} {kind} tasks to {out}")
     if len(tasks) < n:
-        note(f"fewer than the {n} asked for: {src} offers only {len(tasks)} distinct {kind} "
-             f"sites in {language or 'python'} files (each file and site is used once)",
-             style="yellow")
+        note(f"fewer than the {n} asked for: {src} gave {len(tasks)} {kind} tasks from its "
+             f"{language or 'python'} files (at most 3 a file, each site once; see "
+             "docs/fim.md)", style="yellow")
