@@ -41,7 +41,14 @@ class _Budget:
         return True
 
 
-def _defines(code: str, entry: str | None) -> bool:
+# What a pytest file defines: a test function or a Test class.
+_TESTS = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def[ \t]+test\w*[ \t]*\(|class[ \t]+Test\w*)",
+                    re.M)
+
+
+def _defines(code: str, entry: str | None, tests: bool = False) -> bool:
+    if tests:
+        return _TESTS.search(code) is not None
     if not entry:
         return True
     pattern = rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\("
@@ -78,25 +85,27 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def extract_python(text: str, entry: str | None = None) -> str:
+def extract_python(text: str, entry: str | None = None, *, tests: bool = False) -> str:
     """The best Python program in `text`.
 
     Order: a completion that continues an open ```python fence (code, then a closing
-    fence); fenced blocks, preferring Python ones that define `entry` and parse, the last
-    such block winning (replies often quote the bug first, then the fix); otherwise the
-    code from the first definition or import, trimmed of trailing prose.
+    fence); fenced blocks, preferring Python ones that define `entry` (with `tests`: a
+    test function or a Test class, so that a reply quoting the function under test after
+    its tests is scored on the tests) and parse, the last such block winning (replies
+    often quote the bug first, then the fix); otherwise the code from the first definition
+    or import, trimmed of trailing prose.
     """
     budget = _Budget()
     stripped = text.lstrip("\n")
     if "```" in stripped and not stripped.lstrip().startswith("```"):
         head = stripped.split("```", 1)[0]
-        if _defines(head, entry) and budget.parses(textwrap.dedent(head)):
+        if _defines(head, entry, tests) and budget.parses(textwrap.dedent(head)):
             return textwrap.dedent(head).strip("\n")
     blocks = [b for b in _blocks(text) if b[0] in ("", "python", "py", "python3")]
     if blocks:
         ranked = sorted(
             enumerate(blocks),
-            key=lambda item: (_defines(item[1][1], entry), budget.parses(item[1][1]),
+            key=lambda item: (_defines(item[1][1], entry, tests), budget.parses(item[1][1]),
                               item[1][0] != "", item[0]),
         )
         return ranked[-1][1][1]

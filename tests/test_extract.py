@@ -26,6 +26,17 @@ def test_several_blocks_prefers_the_last_that_defines_the_entry_point():
     assert extract_python(reply, "gcd") == FIXED
 
 
+def test_a_test_file_is_preferred_to_the_function_quoted_after_it():
+    """A red-team reply gave the tests, then the function under test "for reference": the
+    last block that parsed won, and the file was scored on no tests."""
+    tests = "from gcd import gcd\n\n\ndef test_gcd():\n    assert gcd(35, 21) == 7"
+    classy = "import gcd\n\n\nclass TestGcd:\n    def test_one(self):\n        assert 1"
+    for block in (tests, classy):
+        reply = f"Tests:\n```python\n{block}\n```\nFor reference:\n```python\n{FIXED}\n```"
+        assert extract_python(reply, tests=True) == block
+    assert extract_python(f"```python\n{FIXED}\n```", tests=True) == FIXED  # none: as before
+
+
 def test_indented_block_is_dedented():
     indented = "\n".join("    " + line for line in FIXED.splitlines())
     reply = f"1. Fix it:\n   ```py\n{indented}\n   ```\n"

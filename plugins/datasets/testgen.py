@@ -75,7 +75,7 @@ class Testgen:
         return [self._task(task) for task in self.quixbugs.tasks(split, problems)]
 
     def extract_code(self, task: Task, text: str) -> str:
-        return extract_python(text)
+        return extract_python(text, tests=True)
 
 
 PRESET = {
