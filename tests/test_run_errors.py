@@ -47,8 +47,12 @@ def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
                                      f"variant 3 of {row['task']}")
         assert row["objectives"] == {"bugfix": 0.0, "steady": 0.0} and row["fitness"] == 0.0
     assert all(r["error"] is None for r in rows if r["verdict"] != "error")
-    # the record hook raised for every sample 1 (8 problems): counted, one warning
-    assert summary["hook_errors"] == 8
+    # the record hook raised for every sample 1 (8 problems), the finished hook once (its
+    # edits of the summary it was given reach neither stdout nor summary.json): counted
+    assert summary["hook_errors"] == 9
+    written = json.loads((setting["root"] / "goes-on" / "summary.json").read_text())
+    assert written["hook_errors"] == 9 and written["fixed"] == summary["fixed"] != 999
+    assert len(summary["problems"]) == 8
     warnings = [line for line in result.stderr.splitlines() if "coral_record_written" in line]
     assert len(warnings) == 1 and "RuntimeError: the dashboard is down" in warnings[0]
     assert "scoring sample" in result.stderr and "Traceback" not in result.stderr
@@ -56,7 +60,7 @@ def test_errors_are_recorded_counted_and_the_run_goes_on(setting):
     assert result.stderr.count("recorded as an error (objectives 0)") == min(3, len(kinds))
 
     table = run_coral("report", str(setting["root"] / "goes-on"), env=setting["env"])
-    assert "errors" in table.stdout and "8 lifecycle hook calls raised" in table.stdout
+    assert "errors" in table.stdout and "9 lifecycle hook calls raised" in table.stdout
 
 
 def test_more_kinds_of_error_than_are_shown_are_not_dropped_in_silence(setting):

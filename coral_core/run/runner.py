@@ -9,6 +9,7 @@ resumed run continues the same search: no finished trial or sample is redone.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -277,8 +278,15 @@ def execute(info: RunInfo, session: PreparedRun, progress: Progress | None = Non
         if callable(report):  # what the strategy found (a Pareto front, a cost ledger...)
             summary["search"] = report()
         write_text_atomic(info.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        # A copy: a hook that edited the summary changed what was printed, not the file
+        # (a red-team plugin); a hook that raises is counted like any other, and with
+        # --fail-fast the run is left unfinished, to resume.
+        lifecycle.notify("coral_run_finished", run=info, summary=copy.deepcopy(summary))
+        if hook_errors(store) != summary["hook_errors"]:
+            summary["hook_errors"] = hook_errors(store)
+            write_text_atomic(info.run_dir / SUMMARY_FILE,
+                              json.dumps(summary, indent=2) + "\n")
         store.set_meta("status", "finished")
-        lifecycle.notify("coral_run_finished", run=info, summary=summary)
         return summary
     except KeyboardInterrupt:
         with _deaf_to_interrupts():  # a second ^C (or one a wrapper forwards) must not cut

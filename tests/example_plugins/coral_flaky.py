@@ -23,3 +23,10 @@ def coral_register_evaluators(register):
 def coral_record_written(run, kind, record):
     if kind == "generation" and record.sample == 1:
         raise RuntimeError("the dashboard is down")
+
+
+@hookimpl
+def coral_run_finished(run, summary):
+    summary["fixed"] = 999  # a copy: what Coral prints and writes stays as it was
+    summary["problems"].clear()
+    raise RuntimeError("the report server is down")
