@@ -154,6 +154,22 @@ class PreparedRun:
         self.executor.close()
 
 
+def _check_tasks(name: str, tasks: list[Any]) -> None:
+    """What a data set plugin gave is tasks, each id once: a duplicate failed the run's
+    store with an IntegrityError traceback, and left the run directory (a red-team pass)."""
+    seen: set[str] = set()
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise UserError(f"data set '{name}' gave a {type(task).__name__} where a Task "
+                            "belongs (docs/plugins.md)")
+        if not isinstance(task.id, str) or not task.id:
+            raise UserError(f"data set '{name}' gave a task whose id is {task.id!r}; ids are "
+                            "non-empty strings")
+        if task.id in seen:
+            raise UserError(f"data set '{name}' gave task '{task.id}' twice; ids are unique")
+        seen.add(task.id)
+
+
 def select_tasks(dataset: Dataset, section: Mapping[str, Any],
                  where: Callable[[tuple[str, ...]], str] = _nowhere) -> tuple[Task, ...]:
     """The tasks a `[dataset]` section selects: its split (one the data set has), its
@@ -166,6 +182,7 @@ def select_tasks(dataset: Dataset, section: Mapping[str, Any],
                         f"{did_you_mean(split, splits)} (data set '{section['name']}' has "
                         f"{', '.join(splits)})")
     tasks = list(dataset.tasks(split, problems))
+    _check_tasks(section["name"], tasks)
     missing = [p for p in problems if p not in {t.id for t in tasks}]
     if missing:
         at = where(("dataset", "problems"))
@@ -315,7 +332,11 @@ def _deaf_to_interrupts() -> Iterator[None]:
 
 def _strategy_state(strategy: SearchStrategy, told: int) -> str:
     state = strategy.state() if hasattr(strategy, "state") else None
-    return json.dumps({"state": state, "told": told})
+    try:
+        return json.dumps({"state": state, "told": told})
+    except (TypeError, ValueError) as error:
+        raise UserError(f"search strategy {type(strategy).__name__}'s state() is not JSON "
+                        f"data ({error}); a run keeps it to resume (docs/plugins.md)") from None
 
 
 def _search(info: RunInfo, session: PreparedRun, store: RunStore, progress: Progress,
@@ -342,9 +363,16 @@ def _search(info: RunInfo, session: PreparedRun, store: RunStore, progress: Prog
         batch_number = max((t.batch for t in trials), default=-1)
         if batch_number <= told:  # every batch asked so far was told: ask again
             proposals = strategy.ask()
+            name = info.config["search"]["strategy"]
             if not proposals:
+                if not trials:  # a run of no trials has no summary to give (a red-team
+                    raise UserError(f"search strategy '{name}' proposed no trials")  # plugin)
                 break
-            _check_proposals(info.config["search"]["strategy"], len(proposals), len(trials))
+            if not isinstance(proposals, (list, tuple)) or not all(
+                    isinstance(p, Mapping) for p in proposals):
+                raise UserError(f"search strategy '{name}' proposed {type(proposals).__name__}"
+                                " from ask(), not a list of override tables (docs/plugins.md)")
+            _check_proposals(name, len(proposals), len(trials))
             batch_number += 1
             first = len(trials)
             plans = [planner.plan(first + i, p) for i, p in enumerate(proposals)]

@@ -32,7 +32,8 @@ from coral_core.run.rundir import RunInfo
 from coral_core.scoring.scorer import failed_candidate
 from coral_core.seeds import derive_seed
 from coral_core.run.store import GenerationRecord, RunStore, ScoreRecord, TaskRecord
-from coral_core.types import GenerationRequest, SamplingParams, ScoredCandidate, Task
+from coral_core.types import (Generation, GenerationRequest, SamplingParams, ScoredCandidate,
+                              Task)
 
 log = logging.getLogger(__name__)
 SHOWN_ERRORS = 3  # distinct scoring errors a trial says one by one; then one line for more
@@ -275,9 +276,17 @@ class TrialRun:
     def _store_generations(self, chunk: list[tuple[Task, int]],
                            requests: list[GenerationRequest], outputs: Any,
                            ) -> list[tuple[Task, GenerationRecord]]:
+        model = self.plan.config['model']['spec']
+        if not isinstance(outputs, (list, tuple)) or not all(
+                isinstance(o, (list, tuple)) for o in outputs):
+            raise UserError(f"model '{model}' returned {type(outputs).__name__} from "
+                            "generate, not a list of lists of Generation (docs/plugins.md)")
         if len(outputs) != len(requests) or any(len(o) != 1 for o in outputs):
-            raise UserError(f"model '{self.plan.config['model']['spec']}' returned the wrong "
-                            "number of samples")
+            raise UserError(f"model '{model}' returned the wrong number of samples")
+        wrong = next((g for (g,) in outputs if not isinstance(g, Generation)), None)
+        if wrong is not None:
+            raise UserError(f"model '{model}' returned a {type(wrong).__name__} where a "
+                            "Generation belongs (docs/plugins.md)")
         made = []
         for (task, i), request, (generation,) in zip(chunk, requests, outputs):
             record = GenerationRecord(
