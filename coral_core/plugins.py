@@ -28,7 +28,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pluggy
 
@@ -207,7 +207,9 @@ def _warn_unmatched(blocked: set[str]) -> None:
 
 def _failed(name: str, action: str, error: BaseException) -> str:
     """Log a plugin's failure (one line; the traceback with -v) and return its summary."""
-    summary = describe(error)
+    # Coral's own refusal of what the plugin registered says it all; a fault is named with
+    # the plugin's line that raised it
+    summary = str(error) if isinstance(error, UserError) else describe(error)
     log.warning("plugin '%s' %s and was skipped: %s", name, action, summary)
     log.debug("traceback of plugin '%s':", name, exc_info=error)
     return summary
@@ -252,6 +254,18 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str
     return manager, sources, failures
 
 
+def _malformed(kind: str, name: str, value: Any) -> str:
+    """Why what a plugin registers cannot be used ("" when it can), found when it
+    registers: a preset that was no table and a factory that was no callable failed only
+    when used, with a traceback (a red-team pass)."""
+    if kind == "run_flags":  # checked with Coral's own flags (config/launch.py)
+        return ""
+    if kind == "experiments":
+        return "" if isinstance(value, Mapping) or callable(value) else (
+            f"a {type(value).__name__}, not a configuration table or a function returning one")
+    return "" if callable(value) else f"a {type(value).__name__}, not a factory to call"
+
+
 def _collect(manager: pluggy.PluginManager, kind: str,
              failures: dict[str, str] | None = None) -> dict[str, Registered]:
     """Call `coral_register_KIND` plugin by plugin, in registration order (built-ins
@@ -266,6 +280,10 @@ def _collect(manager: pluggy.PluginManager, kind: str,
         def register(name: str, factory: Any, _plugin: str = plugin_name) -> None:
             if not isinstance(name, str) or not name:
                 raise UserError(f"plugin '{_plugin}' registered a {kind} entry without a name")
+            wrong = _malformed(kind, name, factory)
+            if wrong:
+                raise UserError(f"plugin '{_plugin}' registered {LABELS[kind]} '{name}': "
+                                f"{wrong}")
             if name in found:
                 raise NameConflict(
                     f"{kind} name '{name}' is registered by both '{found[name].plugin}' "

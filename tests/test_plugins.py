@@ -266,6 +266,9 @@ def test_two_plugins_registering_one_name_is_an_error(tmp_path, data_dir):
      "run flag 'json' is Coral's own; plugin 'flagger' cannot add it"),
     ('register("mine", "--mine")', "plugin 'flagger' registered run flag 'mine' that is not a "
      "RunFlag"),
+    # a red-team pass: a traceback from every `coral run`, and from its --help
+    ('register("bad name!", RunFlag(("search", "options", "x"), int, "Mine."))',
+     "plugin 'flagger' registered run flag 'bad name!': a flag's name is letters, digits"),
 ])
 def test_a_run_flag_that_cannot_be_added_is_one_line(tmp_path, data_dir, registered, said):
     site = make_distribution(tmp_path / "site", "coral-flagger", {"coral_flagger": f'''
@@ -352,6 +355,30 @@ def test_a_plugin_whose_register_hook_raises_is_skipped_whole(tmp_path, monkeypa
         "evaluators")
     with pytest.raises(UserError, match=r"unknown model 'half'.*plugin 'half' failed to load"):
         registry.get("models", "half")
+
+
+@pytest.mark.parametrize("hook, registered, words", [
+    ("coral_register_experiments", '"odd", 42',
+     "experiment 'odd': a int, not a configuration table"),
+    ("coral_register_datasets", '"odd", 42', "dataset 'odd': a int, not a factory to call"),
+])
+def test_what_cannot_be_used_is_refused_when_registered(tmp_path, monkeypatch, hook,
+                                                        registered, words):
+    """A red-team plugin's preset or factory that was an int failed only when used, with a
+    traceback."""
+    module = f"coral_odd_{len(words)}"  # each its own: a module is imported once
+    site = make_distribution(tmp_path / "site", "coral-odd", {module: f'''
+        from coral_core.hookspecs import hookimpl
+        from coral_core.types import RunFlag
+
+        @hookimpl
+        def {hook}(register):
+            register({registered})
+    '''}, {"odd": module})
+    registry = _loaded(monkeypatch, site, CORAL_PLUGINS="odd")
+    odd = next(info for info in registry.plugins if info.name == "odd")
+    assert odd.status == "failed" and words in odd.error
+    assert "baseline" in registry.names("models")  # the others load as before
 
 
 def test_a_disabled_name_that_matches_no_plugin_is_warned_about(caplog, monkeypatch):

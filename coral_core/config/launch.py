@@ -48,6 +48,9 @@ def plugin_flags(taken: Collection[str] = ()) -> dict[str, RunFlag]:
                 or len(flag.path) < 2 or not all(isinstance(p, str) for p in flag.path):
             raise UserError(f"plugin '{entry.plugin}' registered run flag '{name}' that is "
                             "not a RunFlag(path, kind int/float/str, help, ...)")
+        if not (name.isascii() and name.isidentifier()):  # "bad name!" was a traceback
+            raise UserError(f"plugin '{entry.plugin}' registered run flag {name!r}: a flag's "
+                            "name is letters, digits and underscores (--NAME-WITH-DASHES)")
         if name in PLACES or flag_name(name) in taken:
             raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin "
                                        f"'{entry.plugin}' cannot add it (disable the plugin "

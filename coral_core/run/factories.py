@@ -30,6 +30,9 @@ def experiment_preset(name: str) -> dict[str, Any]:
     preset = plugins.registry().get("experiments", name).factory
     if callable(preset):  # built when used, so it may start from another plugin's preset
         preset = preset()
+    if not isinstance(preset, Mapping):
+        raise UserError(f"experiment '{name}' is a {type(preset).__name__}, not a "
+                        "configuration table (docs/plugins.md)")
     return validate(preset, f"experiment '{name}'")
 
 
