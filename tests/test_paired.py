@@ -76,6 +76,28 @@ def test_ties_are_skipped_to_the_first_trial_that_differs():
     assert verdict_text({"trial": 2, "rank_by": "em", "runner_up": None}) == ""
 
 
+def test_trials_of_other_tasks_are_neither_ties_nor_left_out():
+    """A red-team grid over dataset.problems: a trial of other tasks that agreed on the
+    shared ones was called a tie, and one sharing no task was left out without a word."""
+    def of(number, values, names):
+        trial = _trial(number, values)
+        for problem, name in zip(trial.result["problems"], names):
+            problem["problem"] = name
+        return trial
+
+    best = of(2, [1, 1], ["a", "b"])
+    ranked = [(1.0, best), (1.0, of(1, [1], ["b"])), (0.0, of(0, [0], ["c"]))]
+    versus = runner_up_comparison(ranked, "em", seed=0)
+    assert versus["trial"] == 1 and versus["ties"] == [] and versus["shared_tasks_only"]
+    assert versus["tasks"] == 1
+    assert "1 tasks both scored (their tasks differ)" in verdict_text(
+        {"trial": 2, "rank_by": "em", "runner_up": versus})
+    lonely = runner_up_comparison([ranked[0], ranked[2]], "em", seed=0)
+    assert lonely == {"trial": None, "ties": [], "apart": [0]}
+    assert verdict_text({"trial": 2, "rank_by": "em", "runner_up": lonely}) == (
+        "best trial 2: no other trial shares a task with it")
+
+
 def _summary(points: list[tuple[float, int, float]]) -> dict:
     trials = [{"trial": i, "status": "finished",
                "overrides": {"model.temperature": t, "model.max_new_tokens": m},

@@ -67,22 +67,37 @@ def compare(best: Mapping[str, Any], other: Mapping[str, Any], rank_by: str,
     }
 
 
+def _scored(result: Mapping[str, Any]) -> set[str]:
+    return {p["problem"] for p in result.get("problems", ()) if p.get("n")}
+
+
 def runner_up_comparison(ranked: Sequence[tuple[float, Any]], rank_by: str,
                          seed: int) -> dict[str, Any] | None:
     """`ranked` holds (value, trial) pairs, best first: the best against the next trial
-    that scores differently on some task (trials equal to it on every task are `ties`:
-    a grid over a knob the model ignores has many)."""
+    that scores differently on some task (trials that scored the same tasks the same are
+    `ties`: a grid over a knob the model ignores has many). Where the trials' tasks differ
+    (a search over `dataset.problems`) the comparison is over the tasks both scored and
+    says so (`shared_tasks_only`), and trials sharing none with the best are `apart`: a
+    red-team grid had a trial with other tasks called a tie, and one with none in common
+    left out without a word."""
     if len(ranked) < 2:
         return None
-    best, ties = ranked[0][1], []
+    best, ties, apart = ranked[0][1], [], []
+    mine = _scored(best.result or {})
     for value, trial in ranked[1:]:
         result = compare(best.result or {}, trial.result or {}, rank_by, seed)
         if result is None:
+            apart.append(trial.trial)
             continue
-        if result["tasks_differing"]:
-            return {"trial": trial.trial, "value": value, "ties": ties, **result}
+        same = _scored(trial.result or {}) == mine
+        if result["tasks_differing"] or not same:
+            return {"trial": trial.trial, "value": value, "ties": ties, **result,
+                    **({} if same else {"shared_tasks_only": True}),
+                    **({"apart": apart} if apart else {})}
         ties.append(trial.trial)
-    return {"trial": None, "ties": ties} if ties else None
+    if not ties and not apart:
+        return None
+    return {"trial": None, "ties": ties, **({"apart": apart} if apart else {})}
 
 
 def verdict_text(best: Mapping[str, Any], partial: bool = False) -> str:
@@ -91,19 +106,28 @@ def verdict_text(best: Mapping[str, Any], partial: bool = False) -> str:
     versus = best.get("runner_up")
     if not versus:
         return ""
-    ties = versus.get("ties") or []
+    ties, apart = versus.get("ties") or [], versus.get("apart") or []
     tied = (f" (trial{'s' if len(ties) > 1 else ''} {', '.join(map(str, ties))} "
             f"score{'' if len(ties) > 1 else 's'} the same on every task)") if ties else ""
     other = "other finished trial" if partial else "other trial"
+    alone = (f"; trial{'s' if len(apart) > 1 else ''} {', '.join(map(str, apart))} "
+             f"share{'' if len(apart) > 1 else 's'} no task with it") if apart else ""
     if versus.get("trial") is None:
-        return (f"{'best finished trial' if partial else 'best trial'} {best['trial']}: every "
-                f"{other} scores the same on every task")
+        best_of = "best finished trial" if partial else "best trial"
+        if not ties:
+            return f"{best_of} {best['trial']}: no {other} shares a task with it"
+        if not apart:
+            return f"{best_of} {best['trial']}: every {other} scores the same on every task"
+        return (f"{best_of} {best['trial']}: trial{'s' if len(ties) > 1 else ''} "
+                f"{', '.join(map(str, ties))} score{'' if len(ties) > 1 else 's'} the same "
+                f"on every task{alone}")
     low, high = versus["interval"]
     best_of = "best finished trial" if partial else "best trial"
     head = (f"{best_of} {best['trial']} vs runner-up trial {versus['trial']}{tied}: "
             f"{versus['difference']:+.4f} {best['rank_by']}")
-    span = (f"{round(versus['level'] * 100)}% interval {low:+.4f} to {high:+.4f}, paired "
-            f"bootstrap over {versus['tasks']} tasks")
+    shared = " both scored (their tasks differ)" if versus.get("shared_tasks_only") else ""
+    span = (f"{round(versus.get('level', 0.95) * 100)}% interval {low:+.4f} to {high:+.4f}, "
+            f"paired bootstrap over {versus['tasks']} tasks{shared}{alone}")
     if versus["distinguishable"]:
         return f"{head} ({span}): the best is distinguishable from the runner-up"
     few = versus.get("tasks_differing", 0) < MIN_DIFFERING
