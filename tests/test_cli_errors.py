@@ -25,6 +25,7 @@ def files(tmp_path_factory, data_dir):
     (root / "unknown_split.toml").write_text('[dataset]\nsplit = "validation"\n')
     (root / "pass0.toml").write_text('[search]\nrank_by = "pass@0"\n')
     (root / "pass01.toml").write_text('[search]\nrank_by = "pass@01"\n')
+    (root / "pinned.toml").write_text('[search]\npinned = ["model.temprature"]\n')
     (root / "rank_bogus.toml").write_text('[search]\nrank_by = "bogus"\n')
     (root / "zero_weights.toml").write_text('[evaluators.weights]\nbugfix = 0\nstyle = 0.0\n')
     (root / "empty_stop.toml").write_text('[model]\nstop = ["x", ""]\n')
@@ -110,6 +111,9 @@ CASES = {
     # a red-team pass: the summary names pass@1, so pass@01 failed the finished run
     "pass@01": (["run", "--plugin", "quixbugs", "--config", "{pass01.toml}", "--dry-run"],
                 "must be written pass@1"),
+    # a red-team pass: a misspelt key pinned nothing, without a word
+    "a misspelt pinned key": (["run", "--plugin", "evolution", "--config", "{pinned.toml}",
+                               "--dry-run"], "names 'model.temprature', not a model key"),
     # a red-team pass: both were found only once the run was done, its directory unusable
     "rank_by naming no objective": (["run", "--plugin", "quixbugs", "--config",
                                      "{rank_bogus.toml}"],

@@ -55,3 +55,44 @@ class Unserialisable:
 def test_a_strategy_state_that_is_not_json_is_one_line():
     with pytest.raises(UserError, match="Unserialisable's state\\(\\) is not JSON data"):
         runner._strategy_state(Unserialisable(), 0)
+
+
+class Loose:
+    """An evaluator whose objective is not a number."""
+
+    name = "loose"
+    objectives = ("loose",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def evaluate(self, candidate, context):
+        from coral_core.types import Evaluation
+
+        return Evaluation({"loose": self.value})
+
+
+@pytest.mark.parametrize("value", ["0.9", True, None, [0.5]])
+def test_an_objective_that_is_not_a_number_is_the_evaluators_error(value):
+    """A red-team evaluator's "0.9" was stored as 0.9, and True as 1.0."""
+    from coral_core.scoring.scorer import Scorer
+    from coral_core.types import Candidate
+
+    scorer = Scorer([Loose(value)], None, {"loose": 1.0})
+    scored, errors = scorer.score_apart(Candidate(_task("a"), "x = 1\n"))
+    assert "gave loose=" in errors["loose"] and "not a number in [0, 1]" in errors["loose"]
+    assert scored.objectives == {"loose": 0.0}
+
+
+def test_numbers_of_any_real_type_are_taken():
+    import fractions
+
+    import numpy as np
+
+    from coral_core.scoring.scorer import Scorer
+    from coral_core.types import Candidate
+
+    for value in (1, 0.5, np.float32(0.25), fractions.Fraction(1, 4)):
+        scorer = Scorer([Loose(value)], None, {"loose": 1.0})
+        scored, errors = scorer.score_apart(Candidate(_task("a"), "x = 1\n"))
+        assert not errors and scored.objectives["loose"] == float(value)

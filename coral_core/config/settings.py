@@ -129,6 +129,22 @@ def _rank_by(value: str) -> bool | str:
     return True
 
 
+def _pinned(value: list[str]) -> bool | str:
+    """`model.KEY` (or a leaf under `model.options`) for a [model] key Coral has: a
+    misspelt one pinned nothing, without a word (a red-team pass)."""
+    from coral_core.suggest import did_you_mean
+
+    keys = sorted(item.key for item in SETTINGS if item.section == "model")
+    for entry in value:
+        section, _, key = entry.partition(".")
+        name = key.split(".", 1)[0]
+        if section != "model" or name not in keys:
+            hint = did_you_mean(entry, [f"model.{k}" for k in keys]) if section == "model" \
+                else ""
+            return f"names {entry!r}, not a model key (model.{{{', '.join(keys)}}}){hint}"
+    return True
+
+
 _WHERE = "it says where the work runs, not what it computes"
 _RESOURCES = "it sets the resources a run uses, not what it computes"
 
@@ -241,7 +257,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search", "pinned", "list[str]", [],
             "`model.*` keys no trial varies: those a file or flag sets are added (a strategy "
             "with dimensions of its own, such as evolution's genes, keeps them as set).",
-            fixed=_SEARCH),
+            check=_pinned, fixed=_SEARCH),
     # [execution]
     Setting("execution", "executor", "str", "local",
             "`local`, or an executor plugin's (e.g. `ray`). `--executor`.",

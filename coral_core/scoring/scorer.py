@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -124,7 +125,12 @@ class Scorer:
                   objectives: dict[str, float], details: dict[str, Any]) -> None:
         evaluation = evaluator.evaluate(candidate, self.context)
         for name in evaluator.objectives:
-            value = float(evaluation.objectives[name])
+            given = evaluation.objectives[name]
+            if isinstance(given, bool) or not isinstance(given, numbers.Real):
+                # a "0.9" or a True was taken as a number (a red-team plugin)
+                raise TypeError(f"evaluator '{evaluator.name}' gave {name}={given!r}, not a "
+                                "number in [0, 1]")
+            value = float(given)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"evaluator '{evaluator.name}' gave {name}={value}, "
                                  "outside [0, 1]")
