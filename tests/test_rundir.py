@@ -110,6 +110,28 @@ def test_a_run_directory_is_never_made_in_a_data_set_folder(tmp_path, env, data_
         assert not out.exists()
 
 
+def test_a_finished_run_that_lost_its_summary_is_resumed_to_write_it(tmp_path, env):
+    """A red-team pass deleted summary.json: the report said to resume, resume refused a
+    finished run, and nothing could write it again."""
+    from coral_core.results.reporting import timeless
+
+    run_dir = _finished_run(tmp_path, env)
+    before = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").unlink()
+    resumed = run_coral("run", "--resume", str(run_dir), env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert timeless(json.loads((run_dir / "summary.json").read_text())) == timeless(before)
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env), "is a finished run")
+
+
+def test_out_naming_a_dangling_link_says_so(tmp_path, env):
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    _one_line_error(run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                              str(_config(tmp_path)), "--out", str(link), env=env),
+                    "which does not exist; give a folder")
+
+
 def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):
     """A run begun with mutation testing is not resumed without it (a red-team pass mixed
     testgen scores with and without it in one summary), and the other way round."""

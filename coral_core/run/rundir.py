@@ -150,6 +150,9 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
     run_dir = Path(os.path.abspath(run_dir))
     check_new_run_dir(run_dir)
     refuse_read_folders(run_dir, "--out")  # the data sets the run reads are found by now
+    if run_dir.is_symlink() and not run_dir.exists():  # mkdir said "File exists"
+        raise UserError(f"--out {run_dir} is a link to {os.readlink(run_dir)}, which does "
+                        "not exist; give a folder")
     made = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -208,8 +211,10 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         _has_a_run(run_dir)
         store = RunStore.in_run(run_dir)
         try:
-            if store.meta("status") == "finished":
+            if store.meta("status") == "finished" and summary.exists():
                 raise UserError(f"{run_dir} is a finished run; see 'coral report {run_dir}'")
+            # finished, but its summary.json was lost: resuming runs nothing and writes it
+            # again (nothing could, and the report said to resume)
             if store.meta("config_digest") != configuration.digest(config):
                 raise UserError(f"{run_dir / CONFIG_FILE} was edited after the run began; "
                                 "restore it, or start a new run with --config")
