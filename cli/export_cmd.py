@@ -37,7 +37,7 @@ def export(
         check_output(output, "--output")
     rows = sample_rows(run_dir, trial)
     if output is None:
-        _checked(lambda: write(rows, sys.stdout, fmt), run_dir)
+        _checked(lambda: write(rows, sys.stdout, fmt, terminal=sys.stdout.isatty()), run_dir)
         sys.stdout.flush()
         return
     with output_file(output, "--output") as handle:  # a reader never sees half an export

@@ -449,3 +449,21 @@ def test_an_emptied_store_is_refused_without_being_written(run_copy, env):
     (run_copy / "coral.sqlite").write_bytes(b"")
     _refused(run_measured("run", "--resume", str(run_copy), env=env), "cannot be resumed")
     assert (run_copy / "coral.sqlite").stat().st_size == 0
+
+
+def test_an_export_to_a_terminal_shows_control_characters_as_escapes():
+    """A red-team reply's escape sequences cleared the screen of whoever exported its run
+    as CSV to a terminal; to a file or a pipe the text is kept as it is."""
+    import io
+
+    from coral_core.results.export import FIELDS, write
+
+    row = {**dict.fromkeys(FIELDS), "reply": "ok\x1b[2J\x1b]0;pwned\x07\u202e",
+           "objectives": {"a": 1.0}, "tests": None}
+    for fmt in ("csv", "jsonl"):
+        shown, kept = io.StringIO(), io.StringIO()
+        write(iter([dict(row)]), shown, fmt, terminal=True)
+        write(iter([dict(row)]), kept, fmt)
+        assert "\x1b" not in shown.getvalue() and "\u202e" not in shown.getvalue()
+        assert "\\x1b[2J" in shown.getvalue() or "\\u001b[2J" in shown.getvalue()
+        assert "\u202e" in kept.getvalue()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from coral_core.errors import UserError
+from coral_core.results.grids import printable
 from coral_core.run.rundir import is_run_dir
 from coral_core.scoring.sample_results import result_fields
 from coral_core.run.store import RunStore, ScoreRecord
@@ -94,15 +95,19 @@ def sample_rows(run_dir: Path, trial: int | None = None) -> Iterator[dict[str, A
         store.close()
 
 
-def write(rows: Iterator[dict[str, Any]], out: TextIO, fmt: str) -> int:
+def write(rows: Iterator[dict[str, Any]], out: TextIO, fmt: str,
+          terminal: bool = False) -> int:
     """Write rows as JSONL (one object per line) or CSV (objectives and test counts
-    flattened into columns); return how many."""
+    flattened into columns); return how many. For a `terminal`, the control characters a
+    model's reply holds are shown as escapes (a red-team reply's escape sequences cleared
+    the screen of whoever exported its run as CSV)."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format '{fmt}' (choose from {', '.join(FORMATS)})")
+    shown = printable if terminal else (lambda text: text)
     if fmt == "jsonl":
         count = 0
         for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.write(shown(json.dumps(row, ensure_ascii=False)) + "\n")
             count += 1
         return count
     table = list(rows)
@@ -112,10 +117,10 @@ def write(rows: Iterator[dict[str, Any]], out: TextIO, fmt: str) -> int:
     writer = csv.writer(out)
     writer.writerow(header)
     for row in table:
-        writer.writerow(
-            [_csv(row[field]) for field in FIELDS]
-            + [_csv(row["objectives"].get(n)) for n in objectives]
-            + [_csv((row["tests"] or {}).get(n)) for n in tests])
+        cells = ([_csv(row[field]) for field in FIELDS]
+                 + [_csv(row["objectives"].get(n)) for n in objectives]
+                 + [_csv((row["tests"] or {}).get(n)) for n in tests])
+        writer.writerow([shown(c) if isinstance(c, str) else c for c in cells])
     return len(table)
 
 
