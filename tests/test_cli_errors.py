@@ -37,6 +37,9 @@ def files(tmp_path_factory, data_dir):
     (root / "not_a_run").mkdir()
     (root / "not_a_run" / "notes.txt").write_text("hello")
     (root / "no_py").mkdir()
+    (root / "init_py").mkdir()
+    (root / "init_py" / "__init__.py").write_text("")
+    (root / "init_py" / "gcd.py").write_text(good)
     (root / "dup.jsonl").write_text('{"task_id": "sieve", "task_id": "gcd", "solution": ""}\n')
     (root / "both.jsonl").write_text('{"task_id": "gcd", "solution": "", "completion": ""}\n')
     (root / "loop_a").symlink_to(root / "loop_b")
@@ -76,6 +79,10 @@ CASES = {
                              "--candidate", "{latin1.py}"], "is not UTF-8"),
     "candidate dir without programs": (["evaluate", "--plugin", "quixbugs", "--candidate-dir",
                                         "{no_py}"], "holds no .py files"),
+    # a red-team pass: "unknown QuixBugs problem ''", naming no file
+    "candidate dir with an __init__.py": (["evaluate", "--plugin", "quixbugs",
+                                           "--candidate-dir", "{init_py}"],
+                                          "__init__.py names no problem"),
     "bad --samples": (["run", "--plugin", "quixbugs", "--samples", "0"],
                       "--samples must be at least 1"),
     "huge --samples": (["run", "--plugin", "quixbugs", "--samples", "99999999999"],

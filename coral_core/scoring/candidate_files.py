@@ -38,6 +38,9 @@ def files_in(directory: Path) -> list[CandidateFile]:
     found = []
     for path in sorted(directory.glob("*.py")):
         problem, _, label = path.stem.partition("__")
+        if not problem:  # __init__.py: "unknown QuixBugs problem ''", naming no file
+            raise UserError(f"--candidate-dir: {path.name} names no problem (candidate "
+                            "files are NAME.py or NAME__LABEL.py); move it out")
         found.append(CandidateFile(path, problem, label))
     if not found:
         raise UserError(f"--candidate-dir {directory} holds no .py files")
