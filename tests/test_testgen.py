@@ -216,31 +216,167 @@ def test_asks_for_a_fixture(no_such_fixture):
 """
 
 
-def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_path):
-    """The same tests as pytest's, with its verdicts on the correct program: a red-team
-    pass hid tests that fail on it in static methods, nested classes and inherited methods,
-    which were not collected, and the file scored bug_revealed 1.0."""
+MARKS = """import pytest
+from bitcount import bitcount
+
+pytestmark = [pytest.mark.filterwarnings("ignore")]
+
+
+def setup_module(module):
+    pass
+
+
+def setUpModule():
+    raise RuntimeError("pytest prefers this one")
+
+
+def test_ok():
+    assert bitcount(3) == 2
+"""
+
+XFAILS = """import pytest
+from bitcount import bitcount
+
+
+@pytest.mark.xfail(False, reason="never")
+def test_xfail_false_runs():
+    assert bitcount(1) == 5
+
+
+@pytest.mark.xfail(strict=True)
+def test_strict_xpass():
+    assert bitcount(1) == 1
+
+
+@pytest.mark.xfail(raises=TypeError)
+def test_other_exception():
+    assert bitcount(1) == 5
+
+
+@pytest.mark.xfail
+def test_plain_xfail():
+    assert bitcount(1) == 5
+
+
+@pytest.mark.xfail
+def test_plain_xpass():
+    assert bitcount(1) == 1
+
+
+@pytest.mark.xfail(run=False)
+def test_not_run():
+    assert bitcount(1) == 5
+
+
+def test_imperative_xfail():
+    if bitcount(1) != 1:
+        pytest.xfail("differs")
+
+
+@pytest.mark.skipif(False)
+def test_skipif_without_reason():
+    assert bitcount(1) == 1
+
+
+@pytest.mark.skipif(True, condition=False, reason="the keyword wins")
+def test_skipif_keyword():
+    assert bitcount(1) == 2
+
+
+@pytest.mark.parametrize("n", [pytest.param(1, id="a"), pytest.param(2, id="a")])
+def test_duplicate_ids(n):
+    assert bitcount(n) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="inherited")
+class Base:
+    def test_from_base(self):
+        assert bitcount(1) == 1
+
+
+@pytest.mark.usefixtures("no_such_fixture")
+class TestOuter:
+    class TestInner:
+        def test_inner(self):
+            assert bitcount(1) == 1
+
+
+class TestSub(Base):
+    pass
+
+
+class TestTeardown:
+    def test_first(self):
+        assert bitcount(1) == 1
+
+    @classmethod
+    def teardown_class(cls):
+        raise RuntimeError("teardown fails")
+"""
+
+
+def _pytest_outcomes(data_dir, tmp_path, text):
+    """Real pytest's outcome per test id on the correct bitcount, as Coral's statuses (an
+    xfailed test skipped, an xpassed one passed, a pass with a teardown error an error)."""
     import subprocess
     import sys
 
-    (tmp_path / "bitcount.py").write_bytes(
+    folder = tmp_path / f"file{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    (folder / "bitcount.py").write_bytes(
         (data_dir / "quixbugs" / "correct_python_programs" / "bitcount.py").read_bytes())
-    (tmp_path / "test_collection.py").write_text(COLLECTION, encoding="utf-8")
+    (folder / "test_file.py").write_text(text, encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p",
-                           "no:cacheprovider", "test_collection.py"], cwd=tmp_path,
+                           "no:cacheprovider", "test_file.py"], cwd=folder,
                           capture_output=True, text=True)
+    words = {"PASSED": "pass", "FAILED": "fail", "ERROR": "error", "SKIPPED": "skip",
+             "XFAIL": "skip", "XPASS": "pass"}
     theirs = {}
     for line in done.stdout.splitlines():
-        word, _, rest = line.partition(" test_collection.py::")
-        if word in ("PASSED", "FAILED", "ERROR"):
-            theirs[rest.split(" - ")[0]] = word
-    assert len(theirs) == 16, done.stdout
-    scored = evaluate(scoring, COLLECTION)
+        word, _, rest = line.partition(" ")
+        if word in words and "test_file.py::" in rest:  # "XFAIL at setup of test_file..."
+            test = rest.split("test_file.py::", 1)[1].split(" ")[0]
+            if theirs.get(test) != "error":
+                theirs[test] = words[word]
+    return theirs
+
+
+@pytest.mark.parametrize("text, count", [(COLLECTION, 16), (MARKS, 1), (XFAILS, 14)],
+                         ids=["collection", "xunit", "marks"])
+def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_path, text,
+                                                       count):
+    """The same tests as pytest's, with its verdicts on the correct program. Red-team
+    passes hid tests that fail on it where the harness did not look (static methods,
+    nested classes, inherited methods), or where it read pytest's rules otherwise (an
+    xfail that runs, a strict xpass, pytest.xfail(), a boolean skipif without a reason, a
+    base class's marks, setUpModule before setup_module, a teardown that raises), and the
+    files scored bug_revealed 1.0."""
+    theirs = _pytest_outcomes(data_dir, tmp_path, text)
+    assert len(theirs) == count, theirs
+    scored = evaluate(scoring, text)
     assert not scored.details.get("refused"), scored.details
-    ours = {o["test"]: {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}[o["status"]]
-            for o in scored.details["outcomes"]}
-    assert ours == theirs
+    counted = {test: status for test, status in theirs.items() if status != "skip"}
+    assert {o["test"]: o["status"] for o in scored.details["outcomes"]} == counted
+    assert scored.details["skipped"] == len(theirs) - len(counted)
     assert scored.objectives["bug_revealed"] == 0.0  # tests fail on the correct program
+
+
+@pytest.mark.parametrize("text", [
+    "@pytest.mark.parametrize('n', [0, 1])\ndef test_it(n=5):\n    assert bitcount(n) == 0\n",
+    "@pytest.mark.parametrize('n, m', [(0, 1)])\ndef test_it(n):\n    assert bitcount(n) == 0\n",
+    "@pytest.mark.parametrize('n', [0])\n@pytest.mark.parametrize('n', [1])\n"
+    "def test_it(n):\n    assert bitcount(n) >= 0\n",
+    "@pytest.mark.parametrize('n', [0], indirect=True)\ndef test_it(n):\n    assert 1\n",
+    "from bitcount import bitcount as test_it\n",
+])
+def test_what_pytest_refuses_to_run_errors(scoring, text):
+    """pytest refuses these at collection (or errors the test); a red-team pass saw their
+    values dropped or passed raw, and the tests pass."""
+    scored = evaluate(scoring, "import pytest\nfrom bitcount import bitcount\n\n\n"
+                               "def test_ok():\n    assert bitcount(3) == 2\n\n\n" + text)
+    outcomes = {o["test"].split("[")[0]: o["status"] for o in scored.details["outcomes"]}
+    assert outcomes == {"test_ok": "pass", "test_it": "error"}, scored.details
+    assert scored.objectives["bug_revealed"] == 0.0
 
 
 def test_a_file_of_more_tests_than_are_run_fails_to_load_whole(scoring):
