@@ -13,7 +13,7 @@ from rich.text import Text
 from coral_core.results.summary_tables import summary_grid, trials_grid
 from coral_core.results.paired import verdict_text
 from coral_core.results.search_reports import strategy_report
-from coral_core.results.grids import Grid, fit, markdown, vertical
+from coral_core.results.grids import Grid, fit, markdown, printable, vertical
 # What plugins' commands print with lives in the core; Coral's own commands share it.
 from coral_core.terminal import note, print_json, reserve_stdout, stderr, stdout
 
@@ -37,16 +37,22 @@ def show(grid: Grid, console: Console | None = None) -> None:
         console.print(_rich(part, caption=grid.caption if last else ""), soft_wrap=False)
 
 
+def _shown(text: str) -> str:
+    """Text for a rich table: its markup escaped, its control characters shown as escapes
+    (a summary.json's problem name held a red-team's terminal escape sequences)."""
+    return escape(printable(text))
+
+
 def _rich(grid: Grid, caption: str) -> Table:
-    table = Table(title=escape(grid.title) or None, caption=escape(caption) or None,
+    table = Table(title=_shown(grid.title) or None, caption=_shown(caption) or None,
                   caption_justify="left")
     for column, width in zip(grid.columns, grid.widths()):
-        table.add_column(escape(column.header), justify=column.align,  # type: ignore[arg-type]
+        table.add_column(_shown(column.header), justify=column.align,  # type: ignore[arg-type]
                          no_wrap=True, min_width=width, overflow="fold")
     for index, row in enumerate(grid.rows):
         if index in grid.rules and index:
             table.rows[-1].end_section = True
-        table.add_row(*(escape(cell) for cell in row))
+        table.add_row(*(_shown(cell) for cell in row))
     return table
 
 
@@ -54,18 +60,19 @@ def _vertical(grid: Grid, console: Console) -> None:
     """One block per row: the key in bold, then 'header: value' lines whose values wrap
     under themselves (a long path folds, never cut)."""
     if grid.title:
-        console.print(Text(grid.title, style="bold"), soft_wrap=False)
+        console.print(Text(printable(grid.title), style="bold"), soft_wrap=False)
     label_width = max((len(c.header) for c in grid.columns), default=0) + 1
     for heading, fields in vertical(grid):
-        console.print(Text(heading, style="bold"), soft_wrap=False, overflow="fold")
+        console.print(Text(printable(heading), style="bold"), soft_wrap=False,
+                      overflow="fold")
         block = Table.grid(padding=(0, 1))
         block.add_column(width=label_width + 1, no_wrap=True, style="dim")
         block.add_column(overflow="fold")
         for header, value in fields:
-            block.add_row(f" {header}:", value)
+            block.add_row(Text(f" {printable(header)}:"), Text(printable(value)))
         console.print(block, soft_wrap=False)
     if grid.caption:
-        console.print(Text(grid.caption, style="dim"), soft_wrap=False)
+        console.print(Text(printable(grid.caption), style="dim"), soft_wrap=False)
 
 
 def show_results(summary: Mapping[str, Any], every_problem: bool = False) -> None:

@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from coral_core.results.grids import printable
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 stdout = Console(soft_wrap=True)
@@ -89,8 +91,8 @@ def print_json(document: Any) -> None:
 
 def note(text: str, style: str = "") -> None:
     """A line under a table (plain text in a pipe)."""
-    if stdout.is_terminal:
-        stdout.print(Text(text, style=style), soft_wrap=False)
+    if stdout.is_terminal:  # control characters shown as escapes (a run's own text)
+        stdout.print(Text(printable(text), style=style), soft_wrap=False)
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

@@ -467,3 +467,24 @@ def test_an_export_to_a_terminal_shows_control_characters_as_escapes():
         assert "\x1b" not in shown.getvalue() and "\u202e" not in shown.getvalue()
         assert "\\x1b[2J" in shown.getvalue() or "\\u001b[2J" in shown.getvalue()
         assert "\u202e" in kept.getvalue()
+
+
+@pytest.mark.parametrize("width", [200, 20])  # a whole table, and one block per row
+def test_a_report_on_a_terminal_shows_control_characters_as_escapes(width):
+    """A red-team summary.json held terminal escape sequences in a problem's name and the
+    model's: `coral report` wrote them to the terminal as they were."""
+    import io
+
+    from rich.console import Console
+
+    from cli.output import show
+    from coral_core.results.grids import Column, Grid
+
+    evil = "sie\x1b]0;pwned\x07\x1b[2J\u202eve"
+    grid = Grid(evil, (Column("problem", key=True), Column("model")), ((evil, evil),),
+                caption=evil)
+    buffer = io.StringIO()
+    show(grid, Console(file=buffer, force_terminal=True, width=width))
+    shown = buffer.getvalue()
+    assert "\x1b]0;" not in shown and "\x1b[2J" not in shown and "\u202e" not in shown
+    assert "pwned" in shown  # shown, escaped (folded where the terminal is narrow)
