@@ -63,6 +63,11 @@ class RunLock:
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise _os_error("lock", self.path.parent, error) from None
             pid = _read_pid(self.path)
+            for _ in range(10):  # the holder writes its pid just after taking the lock
+                if pid:
+                    break
+                time.sleep(0.02)
+                pid = _read_pid(self.path)
             raise UserError(f"{self.path.parent} is in use by another Coral process "
                             f"(pid {pid or 'unknown'}); wait for it or stop it") from None
         os.ftruncate(fd, 0)
