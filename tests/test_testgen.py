@@ -315,6 +315,70 @@ class TestTeardown:
 """
 
 
+PHASES = """import functools
+
+import pytest
+from bitcount import bitcount
+
+STATE = {"setups": 0}
+
+
+def teardown_function(function):
+    if function is test_wrong_then_skipped:
+        pytest.skip("a skip in teardown changes nothing")
+
+
+def test_wrong_then_skipped():
+    assert bitcount(1) == 2
+
+
+@pytest.mark.xfail(strict=True, reason="outer")
+@pytest.mark.parametrize("n", [pytest.param(1, marks=pytest.mark.xfail(reason="inner"),
+                                             id="one")])
+def test_function_marks_first(n):
+    assert bitcount(n) == 1
+
+
+@pytest.mark.parametrize(("n",), [(3,)], ids=["three"])
+def test_tuple_names(n):
+    assert bitcount(n) == 2
+
+
+def check(n, want):
+    assert bitcount(n) == want
+
+
+test_partial = functools.partial(check, 1, 5)
+
+
+@functools.lru_cache(maxsize=None)
+def test_cached():
+    assert bitcount(1) == 5
+
+
+@pytest.mark.skip(False, reason="not a skipif")
+def test_skip_with_an_argument():
+    assert bitcount(1) == 1
+
+
+@pytest.mark.filterwarnings("error")
+def test_returns_a_value():
+    return bitcount(1)
+
+
+class TestA:
+    @classmethod
+    def setup_class(cls):
+        STATE["setups"] += 1
+
+    def test_once(self):
+        assert STATE["setups"] == 1
+
+
+TestB = TestA
+"""
+
+
 def _pytest_outcomes(data_dir, tmp_path, text):
     """Real pytest's outcome per test id on the correct bitcount, as Coral's statuses (an
     xfailed test skipped, an xpassed one passed, a pass with a teardown error an error)."""
@@ -341,16 +405,18 @@ def _pytest_outcomes(data_dir, tmp_path, text):
     return theirs
 
 
-@pytest.mark.parametrize("text, count", [(COLLECTION, 16), (MARKS, 1), (XFAILS, 14)],
-                         ids=["collection", "xunit", "marks"])
+@pytest.mark.parametrize("text, count", [(COLLECTION, 16), (MARKS, 1), (XFAILS, 14),
+                                         (PHASES, 9)],
+                         ids=["collection", "xunit", "marks", "phases"])
 def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_path, text,
                                                        count):
     """The same tests as pytest's, with its verdicts on the correct program. Red-team
     passes hid tests that fail on it where the harness did not look (static methods,
     nested classes, inherited methods), or where it read pytest's rules otherwise (an
     xfail that runs, a strict xpass, pytest.xfail(), a boolean skipif without a reason, a
-    base class's marks, setUpModule before setup_module, a teardown that raises), and the
-    files scored bug_revealed 1.0."""
+    base class's marks, setUpModule before setup_module, a teardown that raises; a skip in
+    teardown, the function's marks before its parameters', a partial or a cached test,
+    ("n",) names, a class under two names), and the files scored bug_revealed 1.0."""
     theirs = _pytest_outcomes(data_dir, tmp_path, text)
     assert len(theirs) == count, theirs
     scored = evaluate(scoring, text)
@@ -359,6 +425,24 @@ def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_pa
     assert {o["test"]: o["status"] for o in scored.details["outcomes"]} == counted
     assert scored.details["skipped"] == len(theirs) - len(counted)
     assert scored.objectives["bug_revealed"] == 0.0  # tests fail on the correct program
+
+
+@pytest.mark.parametrize("setup", [
+    "    if sieve(10) != [2, 3, 5, 7]:\n        pytest.skip('the program differs')\n",
+    "    assert sieve(10) == [2, 3, 5, 7]\n",  # with the test's xfail: an expected failure
+])
+def test_a_setup_that_skips_or_xfails_on_the_bug_reveals_nothing(scoring, setup):
+    """pytest skips, or counts as xfailed, a test whose setup skips or raises under an
+    xfail mark: on the buggy program nothing fails. A red-team pass saw Coral call it an
+    error there, and credit the bug and the mutants' kills."""
+    scored = evaluate(scoring, "import pytest\nfrom sieve import sieve\n\n\n"
+                               "def setup_function(function):\n" + setup + "\n\n"
+                               "@pytest.mark.xfail(reason='kept')\n"
+                               "def test_ok():\n    assert sieve(10) == [2, 3, 5, 7]\n",
+                      problem="sieve")
+    assert scored.objectives["tests_pass"] == 1.0  # it passes on the correct program
+    assert scored.objectives["bug_revealed"] == 0.0
+    assert scored.details["revealed_by"] is None
 
 
 @pytest.mark.parametrize("text", [

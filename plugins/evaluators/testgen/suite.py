@@ -28,7 +28,7 @@ PRELOAD = ("pytest", "coverage")
 # The codec is the core's (coral_core/hosted), shared with other two-process harnesses.
 SOURCES = (("coral_testgen_codec", source_of("codec")),
            *((f"coral_testgen_{name}", (INSIDE / f"{name}.py").read_text(encoding="utf-8"))
-             for name in ("proxy", "host", "tests_side")))
+             for name in ("proxy", "collection", "host", "tests_side")))
 STATUSES = ("pass", "fail", "timeout", "error", "skip")
 MAX_TESTS = 500
 # CPU seconds the sandbox's own limit lies beyond a run's: the program's process, whose
