@@ -107,12 +107,12 @@ def run(module):
             row = [item.test_id, "skip" if item.state == "skip" else "error", 0.0,
                    "" if item.state == "skip" else item.state]
         else:
-            row = _Test(item, budget, pytest).run(scopes.enter(item.scopes))
+            row = _Test(item, module, budget, pytest).run(scopes.enter(item.scopes))
         # the teardowns of the scopes this test ends, before its row is sent
         ended = scopes.leave([(path, cls) for path, cls in reversed(item.scopes)
                               if last[path] == index], index == len(items) - 1)
         if ended is not None and not item.state:
-            row = _Test(item, budget, pytest).after(row, ended)
+            row = _Test(item, module, budget, pytest).after(row, ended)
         sys.stdout.flush()
         channel.send("W", row)
 
@@ -125,8 +125,8 @@ class _Test:
     and the call's fails it; a strict xpass fails; KeyboardInterrupt, which stops pytest's
     session, errors it whatever its marks."""
 
-    def __init__(self, item, budget, pytest):
-        self.item, self.budget, self.pytest = item, budget, pytest
+    def __init__(self, item, module, budget, pytest):
+        self.item, self.module, self.budget, self.pytest = item, module, budget, pytest
         self.xfail = collection.outlook(item.marks)[1]
 
     def run(self, scope_error):
@@ -156,14 +156,17 @@ class _Test:
 
     def _phases(self):
         item = self.item
-        instance = item.owner() if item.owner is not None else None
-        around = instance if item.owner is not None else sys.modules[item.function.__module__]
         suffix = "method" if item.owner is not None else "function"
         enclosing = [cls for _, cls in item.scopes[:-1]]
-        target = getattr(instance, item.attribute) if item.owner is not None else item.obj
         try:
             with _budgeted(self.budget):
                 try:
+                    instance = item.owner() if item.owner is not None else None
+                    # a module's setup_function is the test file's, wherever the test's
+                    # function was defined (one imported under a test* name)
+                    around = instance if item.owner is not None else self.module
+                    target = getattr(instance, item.attribute) if item.owner is not None \
+                        else item.obj
                     for cls in enclosing:  # an enclosing class's, as pytest calls it: on
                         if getattr(cls, "setup_method", None) is not None:  # this instance
                             _xunit(instance, "setup_method", target, strict=True)
