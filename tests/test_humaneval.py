@@ -65,6 +65,15 @@ def test_the_data_sets_have_their_upstream_sizes(data_dir):
     (_line(test="def check(c:\n"), "field 'test' is not valid Python"),
     (_line(suffix=["x"]), "field 'suffix' must be a string, not list"),
     (_line(task_id=""), "field 'task_id' is empty"),
+    # a red-team set: each of these was scored, and the reference could not reach 100%
+    (_line(entry_point="class"), "field 'entry_point' must be a Python name, not 'class'"),
+    (_line(entry_point="g"), "field 'entry_point': the prompt has no 'def g('"),
+    (_line(entry_point="g", canonical_solution="    return x\n"),
+     "field 'entry_point': 'g' is not defined by prompt + canonical_solution"),
+    (_line(prompt="def f(x:\n", canonical_solution="    return x\n"),
+     "prompt + canonical_solution is not valid Python (SyntaxError"),
+    (_line(prompt="def f(x):\n\0", canonical_solution="    return x\n"),
+     "prompt + canonical_solution is not valid Python"),
 ])
 def test_a_bad_record_is_one_error_naming_file_line_and_field(tmp_path, line, complaint):
     path = tmp_path / "tasks.jsonl"
@@ -144,6 +153,41 @@ def test_every_canonical_solution_passes(context, data_dir):
                   for v in [evaluator.verdict(Candidate(t, t.reference), context)]
                   if not v.passed]
         assert failed == []
+
+
+OWN_EXCEPTIONS = [
+    {"task_id": "E/0", "prompt": "class NegError(Exception):\n    pass\n\n\ndef f(x):\n",
+     "canonical_solution": "    if x < 0:\n        raise NegError(x)\n    return x\n",
+     "test": "def check(c):\n    try:\n        c(-1)\n    except NegError:\n        pass\n"
+             "    else:\n        assert False\n", "entry_point": "f"},
+    {"task_id": "E/1", "prompt": "def g(s):\n",
+     "canonical_solution": "    class BadInput(ValueError):\n        pass\n\n"
+                           "    if not s.isdigit():\n        raise BadInput(s)\n"
+                           "    return int(s)\n",
+     "test": "def check(c):\n    assert c.__name__ == 'g'\n    try:\n        c('x')\n"
+             "    except ValueError as e:\n        assert type(e).__name__ == 'BadInput'\n"
+             "    else:\n        assert False\n", "entry_point": "g"},
+]
+
+
+def test_a_programs_own_exceptions_are_caught_as_upstream(context, tmp_path):
+    """By the benchmark's class of the same name (NegError, defined in the prompt), or by
+    a builtin base (`except ValueError` for a ValueError subclass): a red-team set's
+    canonical solutions failed both, as ProgramError; `candidate.__name__` was missing."""
+    path = tmp_path / "own.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in OWN_EXCEPTIONS))
+    evaluator = HumanEvalEvaluator()
+    for task in HumanEval(path=str(path)).tasks("test"):
+        verdict = evaluator.verdict(Candidate(task, task.reference), context)
+        assert verdict.passed, (task.id, verdict.result)
+
+
+def test_a_completion_ending_in_a_backslash_continues_as_upstream(context, data_dir):
+    """Upstream's program is prompt + completion + "\\n" + test, and the test starts with
+    blank lines: a trailing backslash continues onto them (it was a SyntaxError here)."""
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/53"])[0]
+    verdict = HumanEvalEvaluator().verdict(Candidate(task, "    return x + y \\"), context)
+    assert verdict.passed, verdict.result
 
 
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):

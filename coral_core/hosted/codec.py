@@ -17,6 +17,7 @@ the sandbox as a support module of both processes of a job, under the name its u
 (`coral_testgen_codec` for test generation, `coral_hosted_codec` for HumanEval's checks).
 """
 
+import builtins
 import collections
 import decimal
 import fractions
@@ -159,7 +160,9 @@ class Encoder:
                 arguments = self.value(tuple(error.args))
             except Exception:  # noqa: B902 - arguments that are not data, or no tuple
                 arguments = None
-            answer = {"x": [type(error).__name__, arguments, describe(error)]}
+            base = next((c.__name__ for c in type(error).__mro__
+                         if getattr(c, "__module__", None) == "builtins"), "Exception")
+            answer = {"x": [type(error).__name__, arguments, describe(error), base]}
         table = self.drain()
         table.update(changed)
         answer["t"] = table
@@ -192,6 +195,45 @@ class Channel:
         chunk = os.read(self.read, 1 << 16)
         self.buffer += chunk
         return bool(chunk)
+
+
+def exception(x, decoder, program_error, known=None):
+    """The exception that a call's answer `x` ([name, args, message, the nearest builtin
+    class the program's exception derives from]) stands for on this side: the builtin of
+    that name; else the class of that name in `known` (the benchmark's own definitions:
+    a test's `except NegError` catches the NegError the prompt defines); else
+    `program_error`, made a subclass of that builtin base too, so that `except ValueError`
+    catches a program's own ValueError subclass as it does upstream (a red-team set's
+    honest programs failed both ways)."""
+    name, args, message, *rest = x
+    if type(name) is not str or type(message) is not str:
+        raise ValueError("a malformed exception")
+    found = getattr(builtins, name, None)
+    if not _builtin_exception(found):
+        found = (known or {}).get(name)
+        if not (isinstance(found, type) and issubclass(found, BaseException)):
+            found = None
+    if found is not None:
+        try:
+            return found(*decoder.value(args)) if args is not None else found(message)
+        except Exception:  # noqa: B902 - arguments its constructor refuses
+            try:
+                return found(message)
+            except Exception:  # noqa: B902 - a constructor that takes no message
+                pass
+    text = "%s: %s" % (name[:100], message[:300])
+    base = getattr(builtins, rest[0], None) if rest and type(rest[0]) is str else None
+    if _builtin_exception(base) and not issubclass(program_error, base):
+        try:
+            return type(name[:100], (program_error, base), {})(text)
+        except TypeError:  # a base whose layout or constructor will not mix
+            pass
+    return program_error(text)
+
+
+def _builtin_exception(found):
+    return isinstance(found, type) and issubclass(found, BaseException) \
+        and found.__module__ == "builtins"
 
 
 def call(target, args, kwargs):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import keyword
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,13 +83,51 @@ def parse_record(item: object, where: str, line: int) -> Record:
     values.update({name: _field(item, name, where, False) for name in OPTIONAL})
     if not values["task_id"]:
         raise UserError(f"{where}: field 'task_id' is empty")
-    if not str(values["entry_point"]).isidentifier():
+    entry = str(values["entry_point"])
+    if not entry.isidentifier() or keyword.iskeyword(entry):
         raise UserError(f"{where}: field 'entry_point' must be a Python name, not "
                         f"{values['entry_point']!r:.60}")
     problem = _study(str(values["test"]))[0]
     if problem:
         raise UserError(f"{where}: field 'test' {problem}")
+    problem = _defines(str(values["prompt"]), values["canonical_solution"],
+                       values["suffix"] or "", entry)
+    if problem:
+        raise UserError(f"{where}: {problem}")
     return Record(**values, line=line)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1024)
+def _defines(prompt: str, canonical: str | None, suffix: str, entry: str) -> str:
+    """What is wrong with the program the harness would check, or "": with a canonical
+    solution, prompt + it + suffix must be Python defining `entry_point` at its top level;
+    without, the prompt or suffix must hold its def (a red-team set's entry point
+    `class`, one defined nowhere, and a prompt that was not Python were scored). Cached:
+    the infilling files rebuild HumanEval's 164 programs over and over."""
+    if canonical is None:
+        pattern = rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\("
+        if "\0" in prompt + suffix or not re.search(pattern, prompt + suffix, re.M):
+            return (f"field 'entry_point': the prompt has no 'def {entry}(' (give a "
+                    "canonical_solution if it is defined otherwise)")
+        return ""
+    try:
+        tree = parsing.parse(prompt + canonical + suffix)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return (f"prompt + canonical_solution{' + suffix' if suffix else ''} is not valid "
+                f"Python ({type(error).__name__}{': ' + str(error.args[0]) if error.args else ''})")
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if entry not in names:
+        return (f"field 'entry_point': '{entry}' is not defined by prompt + "
+                "canonical_solution")
+    return ""
 
 
 def read_records(path: Path) -> list[Record]:

@@ -74,7 +74,11 @@ class HumanEvalEvaluator:
     def _run(self, task: Task, completion: str, context: ExecutionContext,
              cpu: float) -> Verdict:
         meta = task.metadata
-        program = meta["prompt"] + completion + (meta.get("suffix") or "") + "\n"
+        # the junction as upstream's one text has it: "\n", then the blank lines the test
+        # starts with (a completion ending in a backslash continues onto them there)
+        test = meta["test"]
+        program = (meta["prompt"] + completion + (meta.get("suffix") or "") + "\n"
+                   + test[:len(test) - len(test.lstrip("\r\n"))])
         ceiling = self.timeout or context.policy.timeout
         plan, idle = self.plan(task), self.idle or ceiling
 

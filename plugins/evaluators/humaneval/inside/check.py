@@ -18,7 +18,6 @@ program's process has used the CPU budget or sat idle (asleep, blocked) for the 
 budget, counted from the kernel's accounting rather than signals it could catch.
 """
 
-import builtins
 import json
 import os
 import random
@@ -53,8 +52,10 @@ class ProgramIterator:
 class ProgramFunction:
     """A function of the program (by name) or a callable it returned (by handle)."""
 
-    def __init__(self, checker, target):
+    def __init__(self, checker, target, name=None):
         self._checker, self._target = checker, target
+        # what a test may read of the function it was handed (`candidate.__name__`)
+        self.__name__ = self.__qualname__ = name or "<lambda>"
 
     def __call__(self, *args, **kwargs):
         return self._checker.call(self._target, args, kwargs)
@@ -71,6 +72,7 @@ class Checker:
         self.idle_limit = float(private["idle"])
         self.idle, self.cpu, self.checked = 0.0, 0.0, 0.0
         self.mark = None  # (wall, both processes' busy nanoseconds) when the check began
+        self.known = {}  # the benchmark's definitions the test uses, by name
 
     # the program's time --------------------------------------------------------------
 
@@ -176,19 +178,8 @@ class Checker:
                 return ProgramFunction(self, rest[0])
         raise codec.Unsendable("a malformed value")
 
-    @staticmethod
-    def _exception(x, decoder):
-        name, args, message = x
-        if type(name) is not str or type(message) is not str:
-            raise ValueError("a malformed exception")
-        found = getattr(builtins, name, None)
-        if isinstance(found, type) and issubclass(found, BaseException) \
-                and found.__module__ == "builtins":
-            try:
-                return found(*decoder.value(args)) if args is not None else found(message)
-            except Exception:  # noqa: B902 - arguments its constructor refuses
-                return found(message)
-        return ProgramError("%s: %s" % (name[:100], message[:300]))
+    def _exception(self, x, decoder):
+        return codec.exception(x, decoder, ProgramError, self.known)
 
     # the check -----------------------------------------------------------------------
 
@@ -210,6 +201,7 @@ class Checker:
             reference = {}
             exec(compile(self.private["reference"], "<benchmark>", "exec"), reference)
             namespace.update({n: reference[n] for n in helpers if n in reference})
+            self.known = dict(namespace)  # the benchmark's own exception classes among them
         names = self.private["proxies"]
         self._say("N", names)
         reply = self.answer()
@@ -225,7 +217,7 @@ class Checker:
                     # through the new one); other names are globals, looked up per call
                     bound = spec[1] if name == entry and len(spec) == 2 and type(
                         spec[1]) is int else name
-                    namespace[name] = ProgramFunction(self, bound)
+                    namespace[name] = ProgramFunction(self, bound, name)
                 elif type(spec) is list and len(spec) == 2 and spec[0] == "v":
                     namespace[name] = decoder.value(spec[1])
         except (codec.Unsendable, KeyError, TypeError, ValueError, OverflowError,

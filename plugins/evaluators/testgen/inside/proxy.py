@@ -8,7 +8,6 @@ source, line number or frame of the program exists in this process, so nothing b
 it can tell one version of the program from another.
 """
 
-import builtins
 import json
 import sys
 import types
@@ -43,7 +42,7 @@ def _exchange(kind, body, sent):
         raise _EXPIRED[0]()
     decoder = codec.Decoder(reply.get("t", {}), sent, other=_handles(sent))
     if "x" in reply:
-        raise _exception(reply["x"], decoder)
+        raise codec.exception(reply["x"], decoder, ProgramError)
     return decoder.value(reply["v"])
 
 
@@ -57,18 +56,6 @@ def _handles(sent):
                 return ProgramFunction(rest[0])
         raise codec.Unsendable("a malformed value")
     return other
-
-
-def _exception(x, decoder):
-    name, args, message = x
-    found = getattr(builtins, name, None) if type(name) is str else None
-    if isinstance(found, type) and issubclass(found, BaseException) \
-            and found.__module__ == "builtins":
-        try:
-            return found(*decoder.value(args)) if args is not None else found(message)
-        except Exception:
-            return found(message)
-    return ProgramError("%s: %s" % (name, message))
 
 
 class ProgramFunction:
