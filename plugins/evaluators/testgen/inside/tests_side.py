@@ -133,8 +133,9 @@ class _Test:
         item = self.item
         proxy.CHANNEL[0].send("T", item.test_id)
         started = time.process_time()
-        status, detail = self._judged(scope_error, "setup") if scope_error else ("pass", "")
-        if not scope_error:
+        if scope_error is not None:  # a module's or class's setup raised
+            status, detail = self._judged(scope_error, "setup")
+        else:
             status, detail = self._phases()
         if _state["expired"]:  # a test that swallowed the expiry still ran out of time
             status, detail = "timeout", ""
