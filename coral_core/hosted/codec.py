@@ -160,8 +160,8 @@ class Encoder:
                 arguments = self.value(tuple(error.args))
             except Exception:  # noqa: B902 - arguments that are not data, or no tuple
                 arguments = None
-            base = next((c.__name__ for c in type(error).__mro__
-                         if getattr(c, "__module__", None) == "builtins"), "Exception")
+            base = next((c.__name__ for c in type(error).__mro__ if _builtin_exception(c)),
+                        "Exception")
             answer = {"x": [type(error).__name__, arguments, describe(error), base]}
         table = self.drain()
         table.update(changed)

@@ -103,16 +103,17 @@ def run(module):
     scopes = _Scopes(module, budget)
     last = {path: index for index, item in enumerate(items) for path, _ in item.scopes}
     for index, item in enumerate(items):
-        if item.state:
+        test = None if item.state else _Test(item, module, budget, pytest)
+        if test is None:
             row = [item.test_id, "skip" if item.state == "skip" else "error", 0.0,
                    "" if item.state == "skip" else item.state]
         else:
-            row = _Test(item, module, budget, pytest).run(scopes.enter(item.scopes))
+            row = test.run(scopes.enter(item.scopes))
         # the teardowns of the scopes this test ends, before its row is sent
         ended = scopes.leave([(path, cls) for path, cls in reversed(item.scopes)
                               if last[path] == index], index == len(items) - 1)
-        if ended is not None and not item.state:
-            row = _Test(item, module, budget, pytest).after(row, ended)
+        if ended is not None and test is not None:
+            row = test.after(row, ended)
         sys.stdout.flush()
         channel.send("W", row)
 
