@@ -81,6 +81,12 @@ class Checker:
         self.cpu = self.clock.read()
         return self.cpu
 
+    def interval(self):
+        """Seconds to the next reading: a TICK, less once the program is within a TICK of
+        its CPU budget, so that a program that loops is stopped at its budget, not up to a
+        TICK past it (its CPU time grows at most as fast as the wall clock per CPU)."""
+        return min(TICK, max(0.002, self.budget - self.cpu))
+
     def account(self, force=False):
         """Read the program's CPU time and idleness (at most once a TICK unless `force`);
         end the check as timed out past either budget.
@@ -90,7 +96,7 @@ class Checker:
         that is time the program slept or blocked. Load moves time only between running
         and waiting, so a busy machine adds none; sleeps shorter than a TICK add up."""
         now = time.monotonic()
-        if not force and now - self.checked < TICK:
+        if not force and now - self.checked < self.interval():
             return
         self.checked = now
         if self._cpu() >= self.budget:
@@ -118,7 +124,8 @@ class Checker:
             if len(channel.buffer) > MAX_LINE:
                 self.end("failed", "the program's answer is over %d MiB" % (MAX_LINE >> 20))
             self.account()
-            if select.select([channel.read], [], [], TICK)[0] and not channel.fill():
+            if (select.select([channel.read], [], [], self.interval())[0]
+                    and not channel.fill()):
                 return None
 
     def gone(self, what):
