@@ -8,6 +8,7 @@ import pytest
 from coral_core.errors import UserError
 from coral_core.mutation.filters import MutantFilter, parse_lines, pragma_lines
 from coral_core.mutation.project_config import read_options
+from coral_plugins.evaluators.mutation.command import _line
 from coral_plugins.evaluators.mutation.display import (changed_lines, resume_command,
                                                        survivor_lines)
 
@@ -86,8 +87,25 @@ def test_pyproject_options_are_typed(tmp_path):
     ('[tool.coral.mutation]\ntests = [1]\n', "tests must be str"),
     ("[tool.coral.mutation\n", "cannot be read as TOML"),
     ("[tool.coral.mutation]\nmodul = 1\n", "has no key 'modul'"),
+    # out-of-range values name the file's key, not a flag the user never gave
+    ("[tool.coral.mutation]\nsample = 2\n", "sample must be a fraction in (0, 1], not 2"),
+    ("[tool.coral.mutation]\nsample = nan\n", "sample must be a fraction in (0, 1], not nan"),
+    ("[tool.coral.mutation]\nworkers = 0\n", "workers must be at least 1, not 0"),
+    ("[tool.coral.mutation]\nsurvivors = -2\n", "survivors must be -1 (all)"),
+    ('[tool.coral.mutation]\ntimeout-mode = "fast"\n', "timeout-mode must be relative or seed"),
 ])
 def test_a_bad_pyproject_table_is_one_error(tmp_path, text, message):
     (tmp_path / "pyproject.toml").write_text(text)
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read_options(tmp_path)
+
+
+def test_the_summary_line_says_how_many_mutants_the_score_is_of():
+    base = {"mutation_score": 50.0, "mutation_num": 56, "cosmic_ray_score": 50.0,
+            "mutation_uncertainty": 1.0, "mutation_uncertainty_fpc": 1.0}
+    whole = _line({**base, "counts": {"killed": 28, "survived": 28}})
+    assert "of 56 mutants;" in whole
+    sampled = _line({**base, "sampled": 17, "counts": {"killed": 9, "survived": 8}})
+    assert "of 56 mutants (17 sampled);" in sampled
+    filtered = _line({**base, "counts": {"killed": 6, "survived": 5, "skipped": 45}})
+    assert "of 56 mutants (45 left out by --operator" in filtered

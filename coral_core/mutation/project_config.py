@@ -30,6 +30,15 @@ def _typed(value: Any, kind: type, many: bool, where: str) -> Any:
     return value
 
 
+# the values a key takes, checked here so that an error names the file, not a flag
+ALLOWED = {
+    "workers": (lambda n: n >= 1, "at least 1"),
+    "sample": (lambda f: 0 < f <= 1, "a fraction in (0, 1]"),
+    "survivors": (lambda n: n >= -1, "-1 (all), 0 (none) or a count"),
+    "timeout-mode": (lambda m: m in ("relative", "seed"), "relative or seed"),
+}
+
+
 def read_options(project: Path) -> dict[str, Any]:
     """The table's options, typed ({} when the project has none); lists stay lists."""
     path = project / "pyproject.toml"
@@ -50,7 +59,11 @@ def read_options(project: Path) -> dict[str, Any]:
             known = ", ".join(sorted(KEYS))
             raise UserError(f"{path}: [tool.coral.mutation] has no key '{key}' (known: {known})")
         kind, many = KEYS[key]
-        options[key] = _typed(value, kind, many, f"{path}: [tool.coral.mutation] {key}")
+        where = f"{path}: [tool.coral.mutation] {key}"
+        options[key] = _typed(value, kind, many, where)
+        allowed, wanted = ALLOWED.get(key, (lambda v: True, ""))
+        if not allowed(options[key]):
+            raise UserError(f"{where} must be {wanted}, not {value!r}")
     return options
 
 

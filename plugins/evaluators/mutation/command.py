@@ -17,18 +17,24 @@ app = typer.Typer(cls=CoralGroup, no_args_is_help=True, context_settings=CONTEXT
                   help="Mutation testing with cosmic-ray's mutants and verdicts, fast.")
 
 
+LEFT_OUT = "left out by --operator, --exclude-operator, --lines or pragmas"
+
+
 def _line(summary: dict) -> str:
     counts = summary.get("counts", {})
+    total, left_out = summary["mutation_num"], counts.get("skipped", 0)
     if summary["mutation_score"] < 0:  # -1 in the JSON: said in words here
-        total, left_out = summary["mutation_num"], counts.get("skipped", 0)
-        why = ("the module offers none" if not total else
-               f"{left_out} left out by --operator, --exclude-operator, --lines or pragmas"
+        why = ("the module offers none" if not total else f"{left_out} {LEFT_OUT}"
                if left_out else "none ran to a kill or a survival")
         return f"no mutation score: of {total} mutants no mutant was killed or survived ({why})"
+    # of how many the score is: a sample or a filter runs fewer than the module offers
+    fewer = ([f"{summary['sampled']} sampled"] if summary.get("sampled") is not None else [])
+    fewer += [f"{left_out} {LEFT_OUT}"] if left_out else []
     return (f"mutation score {summary['mutation_score']:.2f}% "
             f"(killed {counts.get('killed', 0)}, of them timeout {counts.get('timeout', 0)}; "
             f"survived {counts.get('survived', 0)}; incompetent {counts.get('incompetent', 0)}) "
-            f"of {summary['mutation_num']} mutants; cosmic-ray's score "
+            f"of {total} mutants{' (' + '; '.join(fewer) + ')' if fewer else ''}; "
+            "cosmic-ray's score "
             f"{summary['cosmic_ray_score']:.2f}%; interval ±{summary['mutation_uncertainty']:.2f}"
             f" (cr-rate) / ±{summary['mutation_uncertainty_fpc']:.2f} (with the finite-population"
             " correction)")
