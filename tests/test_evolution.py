@@ -240,6 +240,15 @@ def test_ca_is_deterministic_and_its_features_seed_the_genes():
         "temperature", "top_p", "top_k", *(f"{family}_weight" for family in FAMILIES))
     assert gene_space("openai", False, {}).names == ("temperature", "top_p",
                                                      "max_new_tokens")
+    # the weights weigh repairs: on a data set of completions or test files, none
+    from coral_core import plugins
+    from coral_plugins.search.evolution.genome import GeneSpace
+
+    factory = plugins.registry().get("models", "baseline").factory
+    for kind in ("completion", "tests"):
+        dataset = type("Set", (), {"candidate_kind": kind})()
+        assert GeneSpace.for_model("baseline", factory, False, {}, dataset).names == (
+            "temperature", "top_p", "top_k")
 
 
 def test_a_64_bit_run_seed_breeds_reproducibly():

@@ -303,6 +303,27 @@ def test_fim_preset_runs_the_grid_and_reference_is_perfect(source_tree, tmp_path
     assert (tmp_path / "run" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_evolution_search_runs_on_fim_with_the_baseline(source_tree, tmp_path):
+    """The baseline's genes depend on the data set: its edit-family weights weigh repairs,
+    and its infiller refuses them, so on fim the search varies sampling knobs only (a
+    red-team's evolution run failed at trial 0, after its run directory was made)."""
+    tasks = tmp_path / "t.jsonl"
+    builder.write_jsonl(builder.build_tasks(source_tree, "line", n=4, seed=0), tasks)
+    config = tmp_path / "evolution.toml"
+    config.write_text(f'[dataset.options]\npath = "{tasks}"\n[search]\nstrategy = "evolution"\n'
+                      "[search.options]\npopulation = 2\ngenerations = 1\n")
+    result = run_coral("run", "--plugin", "fim", "--config", str(config), "--samples", "1",
+                       "--out", str(tmp_path / "run"), "--json",
+                       env=coral_env(CORAL_CACHE_DIR=str(tmp_path / "cache")))
+    assert result.returncode == 0, result.stderr
+    trials = json.loads(result.stdout)["trials"]
+    assert len(trials) == 2
+    assert all(trial["status"] == "finished" for trial in trials)
+    keys = {key for trial in trials for key in trial["overrides"]}
+    assert keys and all(key.startswith("model.top") or key == "model.temperature"
+                        for key in keys), keys
+
+
 # ----- the weight-free baseline infiller -----
 
 def test_baseline_infill_candidates_come_from_the_visible_context():

@@ -180,6 +180,16 @@ def check_family_weights(value: Any) -> dict[str, float]:
 # prior per edit family, geometric choices around 1 (the prior as learned); a million is
 # "only this family".
 create_baseline.sampling_knobs = ("temperature", "top_p", "top_k")  # type: ignore[attr-defined]
-create_baseline.tunables = tuple(  # type: ignore[attr-defined]
+FAMILY_TUNABLES = tuple(
     Tunable(f"{family}_weight", f"family_weights.{family}", (0.25, 0.5, 1.0, 2.0, 4.0),
             0.0, 1e6) for family in FAMILIES)
+
+
+def baseline_tunables(dataset: Any) -> tuple[Tunable, ...]:
+    """The weights weigh repairs: the infiller (fim) and the test writer (testgen) have no
+    edit families, and refuse them."""
+    repairs = getattr(dataset, "candidate_kind", "program") == "program"
+    return FAMILY_TUNABLES if repairs else ()
+
+
+create_baseline.tunables = baseline_tunables  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ from coral_core.config.schema import (
     INT_BOUND, MAX_VALUES, Invalid, OptionInvalid, check_override, parse_path,
 )
 from coral_core.config.settings import SAMPLING_KNOBS
+from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 from coral_core.types import AdapterGenes, Tunable
 
@@ -99,6 +100,18 @@ DEFAULTS: dict[str, Gene] = {
 # A model's own genes come from its factory (`tunables`: see `coral_core.types.Tunable`), and
 # so do the sampling knobs it honours (`sampling_knobs`; absent: every one of CHEAP).
 _FEATURES = ("complexity", "intensity", "periodicity", "convergence")
+
+
+def model_tunables(factory: Any, dataset: Any) -> tuple[Tunable, ...]:
+    """A model's own genes: its factory's `tunables`, a tuple or, where they depend on the
+    data set, a callable taking it (the baseline's weights weigh repairs: it has none for
+    the data sets it infills or writes tests for)."""
+    found = getattr(factory, "tunables", ())
+    found = found(dataset) if callable(found) else found
+    if not isinstance(found, (tuple, list)) or not all(isinstance(t, Tunable) for t in found):
+        raise UserError(f"the model's factory published tunables {found!r}: give a tuple of "
+                        "coral_core.types.Tunable (or a callable returning one)")
+    return tuple(found)
 
 
 def _own_gene(index: int, tunable: Tunable) -> Gene:
@@ -238,11 +251,11 @@ class GeneSpace:
 
     @classmethod
     def for_model(cls, backend: str, factory: Any, adapters: bool,
-                  options: Mapping[str, Any]) -> "GeneSpace":
-        """The genes a `backend` model honours (its factory's `sampling_knobs` and
-        `tunables`; heavy genes only when it takes adapters), with the ranges `options`
+                  options: Mapping[str, Any], dataset: Any = None) -> "GeneSpace":
+        """The genes a `backend` model honours on `dataset` (its factory's `sampling_knobs`
+        and `tunables`; heavy genes only when it takes adapters), with the ranges `options`
         (`[search.options.genes]`) set."""
-        tunables: Sequence[Tunable] = getattr(factory, "tunables", ())
+        tunables = model_tunables(factory, dataset)
         own = {t.name: _own_gene(index, t) for index, t in enumerate(tunables)}
         catalogue = {**DEFAULTS, **own}
         bounds = {**GENE_BOUNDS, **{t.name: _own_bounds(t) for t in tunables}}

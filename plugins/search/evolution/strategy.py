@@ -146,9 +146,10 @@ class EvolutionSearch:
         if heavy and model["adapter"]:
             raise UserError(f"[model] adapter = {model['adapter']!r}: the evolution search "
                             "chooses each genome's adapter; leave model.adapter unset")
-        self.space = _pinned(GeneSpace.for_model(backend, factory, heavy, dict(genes or {})),
-                             backend, factory, heavy, dict(genes or {}), config)
         dataset = build_dataset(DatasetBlueprint.of(config))
+        self.space = _pinned(
+            GeneSpace.for_model(backend, factory, heavy, dict(genes or {}), dataset),
+            backend, factory, heavy, dict(genes or {}), config, dataset)
         self._check_held_out(dataset, config)
         self.trainer: AdapterTrainer | None = None
         if heavy:
@@ -469,7 +470,7 @@ class EvolutionSearch:
 
 
 def _pinned(space: GeneSpace, backend: str, factory: Any, heavy: bool,
-            genes: dict[str, Any], config: Mapping[str, Any]) -> GeneSpace:
+            genes: dict[str, Any], config: Mapping[str, Any], dataset: Any) -> GeneSpace:
     """The space with each gene whose key the user set (`search.pinned`, from a file or a
     flag) held at that value, unless [search.options.genes] gives its range: a flag is not
     silently outvoted by the search."""
@@ -487,7 +488,7 @@ def _pinned(space: GeneSpace, backend: str, factory: Any, heavy: bool,
     if not held:
         return space
     try:
-        return GeneSpace.for_model(backend, factory, heavy, {**genes, **held})
+        return GeneSpace.for_model(backend, factory, heavy, {**genes, **held}, dataset)
     except OptionInvalid as error:  # the user's value, not a [search.options.genes] range
         key = next(g.key for g in space.genes if g.name == error.path[-1])
         raise UserError(f"{key} = {held[error.path[-1]][0]!r} is set explicitly, so the "
