@@ -144,11 +144,19 @@ def test_three_shapes_ids_and_crossfile(tmp_path):
     ('{"groundtruth": "x"}', "not a FIM task"),
     ('{"prompt": "plain text", "groundtruth": "x"}', "no known FIM format"),
     ('[1, 2]', "not a FIM task"),
+    ('{"prefix": "a", "suffix": "b", "groundtruth": "c", "metadata": "x"}',
+     "'metadata' must be an object, not str"),
+    ('{"prefix": "a", "suffix": "b", "groundtruth": "c", "task_id": ""}',
+     "not an empty string"),
+    ('{"prompt": "a", "right_context": "b", "groundtruth": "c", "metadata": {"task_id": ["a"]}}',
+     "a task id must be a non-empty string or an integer, not a list"),
+    ('{"prompt": "a", "right_context": "b", "groundtruth": "c", "crossfile_context": '
+     '{"text": 5}}', "crossfile = true reads 'crossfile_context'"),
 ])
 def test_a_bad_line_is_one_clear_error(tmp_path, line, message):
     path = _write(tmp_path / "t.jsonl", [{"prefix": "a", "suffix": "b", "groundtruth": "c"}, line])
     with pytest.raises(UserError, match=rf"t.jsonl:2: .*{message}"):
-        read_tasks(path, None, False)
+        read_tasks(path, None, True)
 
 
 # ----- builder -----
@@ -585,6 +593,8 @@ def test_evaluate_rescores_predictions_from_another_harness(tmp_path):
     (["{not json"], "malformed JSON"),
     ([{"index": 7, "prediction": "x"}], 'an "index" in 0..2'),
     ([{"task_id": "pair"}], '"prediction"'),
+    ([{"index": 0, "task_id": "pair", "prediction": "x"}],
+     "\"task_id\" 'pair' is at index 1 of the task file, but \"index\" is 0"),
 ])
 def test_bad_predictions_are_one_line_and_exit_2(tmp_path, predictions, words):
     result = _rescore(tmp_path, predictions, "--json")

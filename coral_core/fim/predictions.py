@@ -35,15 +35,22 @@ def read_predictions(path: Path, tasks: Sequence[Task]) -> list[str]:
 
 
 def _index(obj: dict, where: str, position: dict[str, int], count: int) -> int:
+    """The task a line predicts: by id, by index, or by both when they agree."""
+    by_id = None
     if "task_id" in obj:
         task_id = str(obj["task_id"])
         if task_id not in position:
             raise UserError(f"{where}: unknown task '{task_id}'"
                             f"{did_you_mean(task_id, list(position))}")
-        return position[task_id]
+        by_id = position[task_id]
+        if "index" not in obj:
+            return by_id
     index = obj.get("index")
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
         raise UserError(f"{where}: give \"task_id\", or an \"index\" in 0..{count - 1}")
+    if by_id is not None and by_id != index:
+        raise UserError(f"{where}: \"task_id\" '{obj['task_id']}' is at index {by_id} of the task "
+                        f"file, but \"index\" is {index}: give one, or two that agree")
     return index
 
 

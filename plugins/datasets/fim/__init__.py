@@ -42,21 +42,42 @@ def guess_language(path: str) -> str:
     return "java" if "java" in Path(path).name.lower() else "python"
 
 
+def metadata(obj: dict, where: str) -> dict:
+    """A task's 'metadata' object ({} when absent)."""
+    meta = obj.get("metadata", {})
+    if not isinstance(meta, dict):
+        raise UserError(f"{where}: 'metadata' must be an object, not {type(meta).__name__}")
+    return meta
+
+
+def _task_id(value: Any, where: str) -> str | None:
+    """A task id as text: a non-empty string or an integer (None: number the line)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        what = "an empty string" if value == "" else f"a {type(value).__name__}"
+        raise UserError(f"{where}: a task id must be a non-empty string or an integer, "
+                        f"not {what}")
+    return str(value)
+
+
 def parse_line(obj: Any, where: str, crossfile: bool) -> tuple[str, str, str, str | None]:
     """(prefix, suffix, groundtruth, task id or None) of one JSONL object."""
     if not isinstance(obj, dict) or not isinstance(obj.get("groundtruth"), str):
         raise UserError(f"{where}: not a FIM task (expected a JSON object with 'groundtruth' "
                         "and 'prefix'/'suffix', a templated 'prompt', or CrossCodeEval's "
                         "'prompt'/'right_context')")
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    task_id = obj.get("task_id", meta.get("task_id"))
-    task_id = None if task_id is None else str(task_id)
+    meta = metadata(obj, where)
+    task_id = _task_id(obj["task_id"] if "task_id" in obj else meta.get("task_id"), where)
     if isinstance(obj.get("prefix"), str) and isinstance(obj.get("suffix"), str):
         return obj["prefix"], obj["suffix"], obj["groundtruth"], task_id
     if isinstance(obj.get("prompt"), str) and isinstance(obj.get("right_context"), str):
         prefix = obj["prompt"]
         context = obj.get("crossfile_context")
-        if crossfile and isinstance(context, dict) and isinstance(context.get("text"), str):
+        if crossfile and context is not None:
+            if not isinstance(context, dict) or not isinstance(context.get("text"), str):
+                raise UserError(f"{where}: crossfile = true reads 'crossfile_context' as an "
+                                "object with a string 'text' (CrossCodeEval's shape)")
             prefix = context["text"] + prefix
         return prefix, obj["right_context"], obj["groundtruth"], task_id
     if isinstance(obj.get("prompt"), str):
@@ -80,7 +101,7 @@ def read_tasks(path: Path, language: str | None, crossfile: bool) -> list[dict]:
         lang = obj.get("language") or language or guess_language(str(path))
         if lang not in LANGUAGES:
             raise UserError(f"{where}: language '{lang}' (expected python or java)")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = metadata(obj, where)
         rows.append({"task_id": task_id, "prefix": prefix, "suffix": suffix,
                      "groundtruth": truth, "language": lang, "metadata": meta})
     if not rows:
