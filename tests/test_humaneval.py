@@ -390,6 +390,12 @@ def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir
                         "--results", str(tmp_path / "r.jsonl"), env=coral_env(data_dir))
     assert refused.returncode == 2 and not (tmp_path / "r.jsonl").exists()
     assert len(refused.stderr.strip().splitlines()) == 1 and "bad.jsonl:1:" in refused.stderr
+    # a task of another split is named with the split it comes from, not `all`
+    other = run_coral("evaluate", "--plugin", "humaneval-infilling", "--split", "single-line",
+                      "--samples", str(samples), env=coral_env(data_dir))
+    assert other.returncode == 2
+    assert f"task '{task.id}' is in the random-span-light split, not in single-line" in \
+        other.stderr
 
 
 def test_a_bad_data_file_is_refused_before_anything_is_scored(tmp_path, data_dir):

@@ -97,6 +97,17 @@ def _find(dataset: Dataset, task_id: str, known: Mapping[str, Task] | None) -> T
     raise error
 
 
+def _home_split(dataset: Dataset, task: Task) -> str:
+    """The smallest split holding `task`: where a split gathers others (HumanEval-Infilling's
+    `all`), the one it comes from (an error path: reads every split)."""
+    holding = []
+    for name in getattr(dataset, "splits", ()):
+        ids = {t.id for t in dataset.tasks(name)}
+        if task.id in ids:
+            holding.append((len(ids), name))
+    return min(holding)[1] if holding else task.split
+
+
 @dataclass(frozen=True)
 class Scored:
     """The samples' scores, in the file's order, and the summary of them."""
@@ -130,8 +141,8 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
             raise UserError(f"{source}:{sample.line}: {error}") from None
         if strict_split and known is not None and task.id not in known:
             raise UserError(f"{source}:{sample.line}: task '{task.id}' is in the "
-                            f"{task.split} split, not in {split} (drop --split to score the "
-                            "tasks of any split)")
+                            f"{_home_split(dataset, task)} split, not in {split} (drop --split "
+                            "to score the tasks of any split)")
         tasks.setdefault(task.id, task)
         chosen.append(task)
     if ready is not None:
