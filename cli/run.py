@@ -7,7 +7,7 @@ import logging
 import sys
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 import typer
 
@@ -90,20 +90,20 @@ def run(
             raise
     else:
         resolved = launch.resolve_fresh(plugin, config, flags, model_arg or ())
-        for line in resolved.notes:
-            log.warning("%s", line)
         config_used = resolved.config
         run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]
                    else default_run_dir(config_used))
         if dry_run:
             planner, _ = check_run(config_used, run_dir, resolved.where)
             refuse_read_folders(run_dir, "--out")
+            _say(resolved.notes)
             plan = planner.plan(0, {})
             shown = {**config_used, "run": {**config_used["run"], "out": str(run_dir)}}
             sys.stdout.write(launch.dry_run_text(shown, [t.id for t in plan.tasks]))
             return
         check_new_run_dir(run_dir)
         session = prepare(config_used, run_dir, resolved.where)
+        _say(resolved.notes)  # once the run is sure to start: bad input stays one line
         try:
             info, lock = create_run(config_used, run_dir)
         except BaseException:
@@ -163,3 +163,9 @@ def add_plugin_flags(command: Any) -> None:
             _PLUGIN_VALUES.reset(token)
 
     command.callback = callback
+
+
+def _say(notes: Sequence[str]) -> None:
+    """What the configuration changed of the preset's search (launch._user_settings_win)."""
+    for line in notes:
+        log.warning("%s", line)

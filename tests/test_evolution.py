@@ -174,6 +174,8 @@ def test_kill_9_then_resume_gives_the_same_front(tmp_path, env, reference):
     ("schedule = \"cubic\"", "choose one of linear, sqrt, sigmoid"),
     ("gates = {speed = [0.0, 0.5]}", "gates.speed: no such objective"),
     ("training = {steps = 2}", "takes no adapters"),
+    ('objectives = ["speed"]', "name distinct objectives the evaluators produce"),
+    ('plot_objectives = ["bugfix", "bugfix"]', "name two different objectives"),
 ])
 def test_bad_options_are_one_line_before_the_run(tmp_path, env, options, message):
     toml = '[search]\nstrategy = "evolution"\n[search.options]\n' + options + "\n"
@@ -181,6 +183,7 @@ def test_bad_options_are_one_line_before_the_run(tmp_path, env, options, message
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    assert ".toml (line 4):" in result.stderr  # the file and the line that set the key
     assert not out.exists()
 
 

@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from coral_core.errors import UserError
+from coral_core.config.schema import OptionInvalid
+
+OPTIONS = ("search", "options")  # where these keys live: an error names the file and line
 
 SCHEDULES = ("linear", "sqrt", "sigmoid")
 SIGMOID_STEEPNESS = 10.0
@@ -51,26 +53,33 @@ class Gates:
     def parse(cls, gates: Any, schedule: Any, generations: int,
               objectives: Sequence[str]) -> "Gates":
         if schedule not in SCHEDULES:
-            raise UserError(f"[search.options] schedule = {schedule!r}: choose one of "
-                            f"{', '.join(SCHEDULES)}")
+            raise OptionInvalid(OPTIONS + ("schedule",),
+                                f"[search.options] schedule = {schedule!r}: choose one of "
+                                f"{', '.join(SCHEDULES)}")
         if not isinstance(gates, Mapping):
-            raise UserError("[search.options] gates must be a table: objective = [start, end]")
+            raise OptionInvalid(OPTIONS + ("gates",),
+                                "[search.options] gates must be a table: objective = [start, end]")
         thresholds = {}
         for name, pair in gates.items():
             if name not in objectives:
-                raise UserError(f"[search.options] gates.{name}: no such objective "
-                                f"(objectives: {', '.join(objectives)})")
+                raise OptionInvalid(OPTIONS + ("gates", name),
+                                    f"[search.options] gates.{name}: no such objective "
+                                    f"(objectives: {', '.join(objectives)})")
             if (not isinstance(pair, list) or len(pair) != 2
                     or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                for v in pair)):
-                raise UserError(f"[search.options] gates.{name} must be [start, end], "
-                                "two numbers in [0, 1]")
+                raise OptionInvalid(OPTIONS + ("gates", name),
+                                    f"[search.options] gates.{name} must be [start, end], "
+                                    "two numbers in [0, 1]")
             start, end = float(pair[0]), float(pair[1])
             if not (0.0 <= start <= 1.0 and 0.0 <= end <= 1.0):
-                raise UserError(f"[search.options] gates.{name}: thresholds must be in [0, 1]")
+                raise OptionInvalid(OPTIONS + ("gates", name),
+                                    f"[search.options] gates.{name}: thresholds must be in "
+                                    "[0, 1]")
             if start > end:
-                raise UserError(f"[search.options] gates.{name}: start {start} > end {end} "
-                                "(gates rise)")
+                raise OptionInvalid(OPTIONS + ("gates", name),
+                                    f"[search.options] gates.{name}: start {start} > end {end} "
+                                    "(gates rise)")
             thresholds[name] = (start, end)
         return cls(thresholds, schedule, generations)
 

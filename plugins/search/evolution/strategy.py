@@ -127,16 +127,19 @@ class EvolutionSearch:
         self.objectives = list(objectives) if objectives is not None else produced
         unknown = [name for name in self.objectives if name not in produced]
         if unknown or len(set(self.objectives)) != len(self.objectives) or not self.objectives:
-            raise UserError(f"[search.options] objectives = {list(self.objectives)!r}: name "
-                            f"distinct objectives the evaluators produce ({', '.join(produced)})")
+            raise OptionInvalid(("search", "options", "objectives"),
+                                f"[search.options] objectives = {list(self.objectives)!r}: name "
+                                "distinct objectives the evaluators produce "
+                                f"({', '.join(produced)})")
         if gates is None:
             gates = {k: v for k, v in DEFAULT_GATES.items() if k in self.objectives}
         self.gates = Gates.parse(gates, schedule, self.generations, self.objectives)
         self.plot_objectives = list(plot_objectives or self._default_plot())
-        if (len(self.plot_objectives) != 2
+        if (len(set(self.plot_objectives)) != 2 or len(self.plot_objectives) != 2
                 or any(name not in self.objectives for name in self.plot_objectives)):
-            raise UserError(f"[search.options] plot_objectives = {self.plot_objectives!r}: name "
-                            f"two of the objectives ({', '.join(self.objectives)})")
+            raise OptionInvalid(("search", "options", "plot_objectives"),
+                                f"[search.options] plot_objectives = {self.plot_objectives!r}: "
+                                f"name two different objectives ({', '.join(self.objectives)})")
 
         model = config["model"]
         backend, target = parse_model_spec(model["spec"])
@@ -158,8 +161,9 @@ class EvolutionSearch:
                                           dataset.training_examples)
             self.trainer.check_targets(self.space.target_modules())
         elif training:
-            raise UserError(f"[search.options.training] is set, but model '{backend}' is not "
-                            "trained by the evolution search (it takes no adapters)")
+            raise OptionInvalid(("search", "options", "training"),
+                                f"[search.options.training] is set, but model '{backend}' is "
+                                "not trained by the evolution search (it takes no adapters)")
 
         self.seeds = ca.draw_seeds(self.seed, self.population)
         found = [ca.features(ca.run(ca_seed)) for ca_seed in self.seeds]
