@@ -320,10 +320,19 @@ def test_the_evolution_search_runs_on_fim_with_the_baseline(source_tree, tmp_pat
     config = tmp_path / "evolution.toml"
     config.write_text(f'[dataset.options]\npath = "{tasks}"\n[search]\nstrategy = "evolution"\n'
                       "[search.options]\npopulation = 2\ngenerations = 1\n")
+    env = coral_env(CORAL_CACHE_DIR=str(tmp_path / "cache"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(config.read_text() + "schedule = \"cubic\"\n")
+    refused = run_coral("run", "--plugin", "fim", "--config", str(bad), "--out",
+                        str(tmp_path / "refused"), env=env)
+    # one line: the note that the preset's grid is replaced waits for a run that starts
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, \
+        refused.stderr
+    assert "bad.toml (line 8): [search.options] schedule" in refused.stderr
     result = run_coral("run", "--plugin", "fim", "--config", str(config), "--samples", "1",
-                       "--out", str(tmp_path / "run"), "--json",
-                       env=coral_env(CORAL_CACHE_DIR=str(tmp_path / "cache")))
+                       "--out", str(tmp_path / "run"), "--json", env=env)
     assert result.returncode == 0, result.stderr
+    assert "the preset's search space is replaced" in result.stderr
     trials = json.loads(result.stdout)["trials"]
     assert len(trials) == 2
     assert all(trial["status"] == "finished" for trial in trials)
