@@ -72,7 +72,28 @@ def _drop_embeddings(d: Path) -> None:
     _edit_json(d / "config.json", vocab_size=10 ** 9)
 
 
+def _drop_layer(d: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(d / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".layers.1." not in k},
+              d / "model.safetensors")
+
+
+def _shrink_embeddings(d: Path) -> None:
+    """An embedding table smaller than the tokenizer (the tokenizer of another model)."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(d / "model.safetensors")
+    rows = weights["model.embed_tokens.weight"].shape[0] // 2
+    save_file({k: (v[:rows].contiguous() if "embed_tokens" in k or "lm_head" in k else v)
+               for k, v in weights.items()}, d / "model.safetensors")
+    _edit_json(d / "config.json", vocab_size=rows)
+
+
 BREAKAGES = {
+    "layer_missing": (_drop_layer, ("lack", "model.layers.1.", "they would be random")),
+    "tokenizer_too_big": (_shrink_embeddings, ("tokens, but the model's embedding has",)),
     # name: (how to break a copy, words the one-line error must contain)
     "vocab_size": (lambda d: _edit_json(d / "config.json", vocab_size=10 ** 9),
                    ("config.json does not match the weights", "[1000000000, 64]")),

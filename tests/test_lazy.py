@@ -54,6 +54,38 @@ def test_a_lazy_factory_is_its_target_once_used(toy_module):
         check_call(lazy, "'toy'", colour="red")
 
 
+def _factory(target: str, *, flag: bool = False, size: int = 8, rate: float = 1.0,
+             name: str | None = None, table: dict | None = None, loose=None) -> None:
+    """A model factory's signature: its annotations are what a file's values must be."""
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"flag": "false"}, "option 'flag' takes true/false, not 'false'"),  # never true
+    ({"flag": 0}, "option 'flag' takes true/false, not 0"),
+    ({"size": "8"}, "option 'size' takes an integer, not '8'"),
+    ({"size": 2.5}, "option 'size' takes an integer, not 2.5"),
+    ({"size": True}, "option 'size' takes an integer, not True"),
+    ({"rate": "fast"}, "option 'rate' takes a number, not 'fast'"),
+    ({"name": 5}, "option 'name' takes str, not 5"),
+    ({"table": [1]}, "option 'table' takes a TOML table {k = v}, not list"),
+])
+def test_option_values_from_a_file_must_be_of_their_annotated_type(options, words):
+    check_call(_factory, "model 'x'", "t", flag=True, size=2, rate=3, name="n", table={},
+               loose=object())  # the right types (an integer is a number; None a default)
+    check_call(_factory, "model 'x'", "t", name=None)
+    with pytest.raises(UserError) as caught:
+        check_call(_factory, "model 'x'", "t", **options)
+    assert str(caught.value) == f"model 'x' {words}"
+
+
+def test_the_hf_models_remote_code_switch_takes_only_a_boolean():
+    """`trust_remote_code = "false"` in a file was truthy: the model's own code ran."""
+    from coral_plugins.models.hf.model import HFModel
+
+    with pytest.raises(UserError, match="option 'trust_remote_code' takes true/false"):
+        check_call(HFModel, "model 'hf'", "/nowhere", trust_remote_code="false")
+
+
 @pytest.mark.parametrize("target, why", [
     ("lazy_no_such_module_here:Thing", "No module named 'lazy_no_such_module_here'"),
     ("json:NoSuchThing", "NoSuchThing"),

@@ -501,3 +501,17 @@ def test_bad_training_inputs_are_user_errors(tiny, examples, tmp_path):
 
 def test_module_exposes_the_registration_hook():
     assert hasattr(hf_module.coral_register_models, "coral_impl")
+
+
+@pytest.mark.parametrize("device, words", [
+    ("meta", "meta holds no weights"),
+    ("tpu", "is not a device"),
+    ("cuda:0x", "is not a device"),
+])
+def test_a_device_that_cannot_hold_the_model_is_one_line(device, words):
+    """`device = "meta"` loaded and then failed mid-run; "tpu" read as a loading failure."""
+    from coral_plugins.models.hf.loading import resolve_device
+
+    assert resolve_device("cpu") == resolve_device("cpu:0") == "cpu"
+    with pytest.raises(UserError, match=words):
+        resolve_device(device)

@@ -10,6 +10,7 @@ boolean, `{a = 1}` a table) and otherwise kept as strings.
 from __future__ import annotations
 
 import inspect
+import os
 import types
 import typing
 from typing import Any, Callable, Mapping
@@ -68,11 +69,13 @@ def accepts(factory: Callable[..., Any], parameter: str) -> bool:
 
 
 def check_call(factory: Callable[..., Any], label: str, *args: Any, **options: Any) -> None:
-    """Options `factory` does not take are a user error naming `label` (checked by binding
-    them to its signature; without one, a builtin's, the call itself decides)."""
+    """Options `factory` does not take, or of a type its signature does not allow, are a
+    user error naming `label` (checked by binding them to its signature; without one, a
+    builtin's, the call itself decides)."""
     signature = _signature(factory)
     if signature is None:
         return
+    check_types(factory, label, options, positional=len(args))
     try:
         signature.bind(*args, **options)
     except TypeError as error:
@@ -129,6 +132,43 @@ def _kinds(annotation: Any) -> list[Any]:
     return [annotation] if isinstance(annotation, type) else []
 
 
+def _is_a(value: Any, kind: Any) -> bool:
+    """Whether a value read from a file is of `kind`: no bool is a number (TOML's `"false"`
+    is no false, and `true` no 1), an integer is a number, a path is text."""
+    if kind is bool:
+        return type(value) is bool
+    if isinstance(value, bool):
+        return False
+    if kind is float:
+        return isinstance(value, (int, float))
+    if kind is str:
+        return isinstance(value, (str, os.PathLike))
+    if kind is dict:
+        return isinstance(value, Mapping)
+    if kind is list:
+        return isinstance(value, (list, tuple))
+    return not isinstance(kind, type) or isinstance(value, kind)
+
+
+def _wanted(kinds: list[Any]) -> str:
+    return " or ".join({bool: "true/false", int: "an integer", float: "a number",
+                        dict: "a TOML table {k = v}", list: "a TOML list [a, b]"}
+                       .get(k, getattr(k, "__name__", str(k))) for k in kinds)
+
+
+def check_types(factory: Callable[..., Any], label: str, options: Mapping[str, Any],
+                positional: int = 1) -> None:
+    """Each option's value of a type its annotation allows (None: the default's); a
+    string where a boolean belongs must never read as true."""
+    schema, _ = option_schema(factory, positional)
+    for name, value in options.items():
+        kinds = _kinds(schema.get(name, inspect.Parameter.empty))
+        if value is None or not kinds or any(_is_a(value, kind) for kind in kinds):
+            continue
+        shown = repr(value) if isinstance(value, (str, int, float)) else type(value).__name__
+        raise UserError(f"{label} option '{name}' takes {_wanted(kinds)}, not {shown[:80]}")
+
+
 def _literal(text: str) -> Any:
     """A TOML literal ('4', 'true', '[1, 2]', '{a = 1}'), else the text itself."""
     try:
@@ -161,10 +201,7 @@ def coerce(text: str, annotation: Any) -> Any:
         value = _literal(text)
         if isinstance(value, tuple(k for k in (dict, list) if k in kinds)):
             return value
-    wanted = " or ".join({bool: "true/false", int: "an integer", float: "a number",
-                          dict: "a TOML table {k = v}", list: "a TOML list [a, b]"}
-                         .get(k, getattr(k, "__name__", str(k))) for k in kinds)
-    raise ValueError(f"takes {wanted}")
+    raise ValueError(f"takes {_wanted(kinds)}")
 
 
 def parse_assignments(pairs: list[str], factory: Callable[..., Any], label: str,

@@ -116,8 +116,22 @@ def resolve_device(device: str | None) -> str:
 
     if device in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"hf model: device '{device}' asked for, but CUDA is not available")
+    try:
+        parsed = torch.device(str(device))
+    except (RuntimeError, ValueError):
+        raise UserError(f"hf model: device '{device}' is not a device (auto, cpu, cuda, "
+                        "cuda:N)") from None
+    if parsed.type == "cpu":
+        return "cpu"
+    available = getattr(getattr(torch, parsed.type, None), "is_available", None)
+    if parsed.type == "meta" or not callable(available) or not available():
+        why = ("holds no weights" if parsed.type == "meta" else
+               "is not available" if callable(available) else "cannot run a model here")
+        raise UserError(f"hf model: device '{device}' asked for, but {parsed.type} {why} "
+                        "(auto, cpu, cuda, cuda:N)")
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise UserError(f"hf model: device '{device}': this machine has "
+                        f"{torch.cuda.device_count()} CUDA device(s)")
     return str(device)
 
 
@@ -171,11 +185,13 @@ def load_model(
     check_model_files(source, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
     try:
         with quiet_transformers():
-            model = AutoModelForCausalLM.from_pretrained(
+            model, report = AutoModelForCausalLM.from_pretrained(
                 source.location, revision=source.revision, dtype=dtype,
                 device_map=device if device != "cpu" else None,
                 trust_remote_code=trust_remote_code, local_files_only=source.cache_only,
+                output_loading_info=True,
             )
+        _refuse_missing_weights(source, report)
         if device == "cpu":
             model.to(device)
     except UserError:
@@ -193,6 +209,18 @@ def load_model(
         raise UserError(_load_failure(what, source, error)) from None
     log.info("loaded %s on %s in %s", source.location, device, dtype)
     return model.eval()
+
+
+def _refuse_missing_weights(source: ModelSource, report: Any) -> None:
+    """A weight the files lack would be initialised at random (transformers' load report,
+    which quiet_transformers keeps off the terminal, says so): a model with a layer dropped,
+    or a configuration of another architecture, would generate noise and score as a model."""
+    missing = sorted((report or {}).get("missing_keys") or ())
+    if missing:
+        raise UserError(
+            f"hf model: the weights of '{source.location}' lack {len(missing)} tensor(s) its "
+            f"config.json's model needs ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}); they would be random")
 
 
 @contextlib.contextmanager

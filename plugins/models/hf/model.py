@@ -142,6 +142,12 @@ class HFModel:
             self.source, device=self.device, dtype=self.dtype, trust_remote_code=trust
         )
         self.base_loads += 1
+        rows = self._model.get_input_embeddings().num_embeddings
+        if len(self.tokenizer) > rows:  # an id past the table fails mid-generation
+            self._model = None
+            raise UserError(f"hf model: the tokenizer of {self.name} has "
+                            f"{len(self.tokenizer)} tokens, but the model's embedding has "
+                            f"{rows} rows (a tokenizer of another model?)")
         self.eos_ids = _eos_ids(self._model, self.tokenizer) | self.fim_stop_ids
 
     @property
