@@ -515,3 +515,21 @@ def test_a_device_that_cannot_hold_the_model_is_one_line(device, words):
     assert resolve_device("cpu") == resolve_device("cpu:0") == "cpu"
     with pytest.raises(UserError, match=words):
         resolve_device(device)
+
+
+def test_a_budget_past_the_models_context_stops_at_the_context(tiny, tmp_path, caplog):
+    """A budget of a million tokens ran for minutes past the model's positions (and its
+    output there is noise): generation stops where the context ends, said once."""
+    short = tmp_path / "short"
+    shutil.copytree(tiny, short)
+    config = json.loads((short / "config.json").read_text())
+    config["max_position_embeddings"] = 96
+    (short / "config.json").write_text(json.dumps(config))
+    model = HFModel(str(short), batch_size=2)
+    prompt_tokens = len(model._encode(PROMPT))
+    with caplog.at_level("WARNING"):
+        out = model.generate([GenerationRequest(PROMPT, greedy(1_000_000))])[0][0]
+    assert out.completion_tokens <= 96 - prompt_tokens and out.finish_reason in ("length", "stop")
+    assert sum("positions" in r.getMessage() for r in caplog.records) == 1
+    crowded = Prompt(instruction="x " * 200)  # more tokens than the context holds
+    assert model.generate([GenerationRequest(crowded, greedy(8))])[0][0].completion_tokens == 0

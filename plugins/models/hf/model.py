@@ -110,6 +110,7 @@ class HFModel:
         self.fim_self_test_mode = check_mode(fim_self_test)
         self.fim_self_test: SelfTest | None = None  # set by the first infilling request
         self._self_testing = False  # the canaries' own generate() call must not recurse
+        self._context_said = False  # whether a budget past the context was reported
         self._model: Any = None
         self._peft: Any = None  # the PeftModel wrapping `_model` once an adapter is loaded
         self._adapters: OrderedDict[str, str] = OrderedDict()  # adapter dir -> peft name
@@ -301,6 +302,21 @@ class HFModel:
         text, special = render_prompt(self.tokenizer, prompt, self.chat, self.name, self.fim)
         return self.tokenizer(text, add_special_tokens=special)["input_ids"]
 
+    def _room(self, width: int, wanted: int) -> int:
+        """New tokens a batch may make: `wanted`, or what is left of the model's context
+        after a `width`-token prompt (past it a model's output is noise, and a budget of a
+        million tokens ran for minutes), said once."""
+        context = _context(self._model)
+        if context is None or width + wanted <= context:
+            return wanted
+        room = max(context - width, 0)
+        if not self._context_said:
+            self._context_said = True
+            log.warning("hf model: %s has %d positions: after a %d-token prompt, generation "
+                        "stops at %d new tokens, not max_new_tokens %d", self.name, context,
+                        width, room, wanted)
+        return room
+
     def _generate_batch(
         self, module: Any, requests: Sequence[GenerationRequest],
         encoded: Sequence[list[int]], batch: Sequence[tuple[int, int]],
@@ -310,6 +326,10 @@ class HFModel:
 
         specs = [_row_spec(requests[r], j) for r, j in batch]
         width = max(len(encoded[r]) for r, _ in batch)
+        room = self._room(width, max(s.max_new_tokens for s in specs))
+        if room == 0:  # the prompt fills the model's context: nothing can follow it
+            return [Generation(text="", prompt_tokens=len(encoded[r]), completion_tokens=0,
+                               seconds=0.0, finish_reason="length") for r, _ in batch]
         pad = self.tokenizer.pad_token_id
         ids = [[pad] * (width - len(encoded[r])) + encoded[r] for r, _ in batch]
         mask = [[0] * (width - len(encoded[r])) + [1] * len(encoded[r]) for r, _ in batch]
@@ -320,7 +340,7 @@ class HFModel:
         stopper = build_stopper(self.tokenizer, specs, width, self.eos_ids)
         config = GenerationConfig(
             do_sample=False, num_beams=1, temperature=1.0, top_p=1.0, top_k=50,
-            repetition_penalty=1.0, max_new_tokens=max(s.max_new_tokens for s in specs),
+            repetition_penalty=1.0, max_new_tokens=room,
             pad_token_id=pad, eos_token_id=sorted(self.eos_ids),
         )
         started = time.perf_counter()
@@ -342,6 +362,13 @@ class HFModel:
                 completion_tokens=end, seconds=seconds, finish_reason=stopper.reasons[i],
             ))
         return results
+
+
+def _context(model: Any) -> int | None:
+    """The positions the model was made for (None where its configuration does not say)."""
+    found = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 \
+        else None
 
 
 def _row_spec(request: GenerationRequest, sample_index: int) -> RowSpec:
