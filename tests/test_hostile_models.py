@@ -226,16 +226,26 @@ def test_an_adapter_for_another_base_is_refused_unless_allowed(tiny, tmp_path,
         HFModel(str(tiny), adapter=str(own))
 
 
-@pytest.mark.parametrize("breakage, words", [
-    ("config", "adapter_config.json is not valid JSON"),
-    ("weights", "cannot load adapter"),
-])
-def test_a_broken_adapter_is_one_line(tiny, tmp_path, breakage: str, words: str) -> None:
+def _retype(adapter: Path) -> None:
+    _edit_json(adapter / "adapter_config.json", peft_type="BOGUS")
+
+
+ADAPTER_BREAKAGES = {
+    "config": (lambda a: (a / "adapter_config.json").write_text("{not json"),
+               "adapter_config.json is not valid JSON"),
+    "weights": (lambda a: _truncate(a / "adapter_model.safetensors"), "cannot load adapter"),
+    # peft read the folder as a Hub id, and said so; a bare KeyError
+    "no_weights": (lambda a: (a / "adapter_model.safetensors").unlink(),
+                   "has no weights (no adapter_model.safetensors or adapter_model.bin)"),
+    "peft_type": (_retype, "peft_type 'BOGUS' is not one peft knows"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(ADAPTER_BREAKAGES))
+def test_a_broken_adapter_is_one_line(tiny, tmp_path, breakage: str) -> None:
     adapter = _adapter(tiny, tmp_path / "adapter")
-    if breakage == "config":
-        (adapter / "adapter_config.json").write_text("{not json")
-    else:
-        _truncate(adapter / "adapter_model.safetensors")
+    breaker, words = ADAPTER_BREAKAGES[breakage]
+    breaker(adapter)
     with pytest.raises(UserError) as caught:
         HFModel(str(tiny), adapter=str(adapter))
     assert words in str(caught.value) and "\n" not in str(caught.value)

@@ -34,7 +34,7 @@ from coral_core.fim.canary import SelfTest, check_mode, run_self_test
 
 from .loading import (
     adapter_base, chat_template_file, check_config, clean, load_model, load_tokenizer,
-    quiet_transformers, resolve_device, resolve_dtype, resolve_source, same_base,
+    quiet_transformers, read_json, resolve_device, resolve_dtype, resolve_source, same_base,
 )
 from .prompts import (
     TemplateLimits, chat_template_of, check_supported, render_prompt, resolve_fim,
@@ -43,6 +43,7 @@ from .prompts import (
 from .sampling import RowSpec, build_sampler, build_stopper
 
 log = logging.getLogger(__name__)
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # what peft reads
 
 
 class HFModel:
@@ -183,8 +184,17 @@ class HFModel:
             return self._adapters[path]
         if not (Path(path) / "adapter_config.json").is_file():
             raise UserError(f"hf model: {adapter} is not a peft adapter (no adapter_config.json)")
+        if not any((Path(path) / name).is_file() for name in ADAPTER_WEIGHTS):
+            # else peft takes the folder for a Hub id and says so
+            raise UserError(f"hf model: adapter {adapter} has no weights (no "
+                            f"{' or '.join(ADAPTER_WEIGHTS)})")
         self._check_adapter_base(Path(path))
-        from peft import PeftModel
+        from peft import PeftModel, PeftType
+
+        kind = read_json(Path(path) / "adapter_config.json").get("peft_type")
+        if kind not in {member.value for member in PeftType}:  # else a bare KeyError
+            raise UserError(f"hf model: adapter {adapter}: adapter_config.json's peft_type "
+                            f"{clean(repr(kind))} is not one peft knows (LORA, ...)")
 
         name = "adapter_" + hashlib.sha256(path.encode()).hexdigest()[:12]
         try:
