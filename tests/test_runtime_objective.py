@@ -91,6 +91,11 @@ def test_precomputing_while_loading_is_counted(quixbugs):
     "range(400000)))\n_w.start()\n_w.join()\n",
     "import os\n_p = os.fork()\nif _p == 0:\n    sum(i * i for i in range(400000))\n"
     "    os._exit(0)\nos.waitpid(_p, 0)\n",
+    # found by a red-team pass: processes it never waits for made the count turn on the
+    # kernel's timing (16,019 to 16,085 lines for one program, run to run)
+    "import os\n_p = os.fork()\nif _p == 0:\n    os._exit(0)\n",
+    "import subprocess\nsubprocess.Popen(['true'])\n",
+    "import os\nos.posix_spawn('/bin/true', ['true'], {})\n",
 ])
 @pytest.mark.loaded
 def test_a_program_that_hides_from_the_counter_gets_no_runtime(quixbugs, escape):

@@ -198,8 +198,12 @@ def run_child(control, first, result_fd, scratch, body_fd):
 # (to find the counter), ctypes. (Frames are not on the list: namedtuple, dataclasses and
 # warnings reach for them in honest programs; a frame whose line events were switched off
 # is caught by the tracer itself.)
+# Starting a process is on it too: lines run there are not counted, and what the count
+# holds then turns on the kernel's timing (whether a child has run yet when the program
+# polls it), so the same program counted differently from run to run.
 _WATCHED = frozenset(("sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
-                      "gc.get_referents"))
+                      "gc.get_referents", "os.fork", "os.forkpty", "os.posix_spawn",
+                      "os.spawn", "os.system", "os.exec", "subprocess.Popen"))
 _OTHER_CPU = 0.01  # seconds of CPU time outside the counted thread that void a count
 
 
