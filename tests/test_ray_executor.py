@@ -303,6 +303,20 @@ def test_a_cluster_run_survives_killed_actors_and_equals_local(
 
 
 @pytest.mark.timeout(CLUSTER_TEST_SECONDS)
+def test_sigterm_to_a_ray_driver_ends_it_as_ctrl_c_does(tmp_path, env, cluster):
+    """`kill` of the driver: exit 130 and the line that resumes it, as with the local
+    executor (Ray's core had put its own SIGTERM handler below Python's: an abort, exit
+    134, its stack dump and no resume line)."""
+    process, out = _start_and_wait(tmp_path, env, cluster, "terminated", KILLED)
+    ray.shutdown()
+    process.send_signal(signal.SIGTERM)
+    _, stderr = _finish(process, out, 300)
+    assert process.returncode == 130, stderr[-3000:]
+    assert f"coral: interrupted; resume with: coral run --resume {out}" in stderr
+    assert "SIGTERM received" not in stderr
+
+
+@pytest.mark.timeout(CLUSTER_TEST_SECONDS)
 def test_a_cluster_that_stops_answering_says_so_then_fails_in_one_line(
         tmp_path, env, cluster, local_reference):
     """Both actors are frozen (SIGSTOP: alive to Ray, answering nothing, as a wedged node

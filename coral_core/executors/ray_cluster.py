@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
-from typing import Any
+import threading
+from typing import Any, Iterator
 
 from coral_core.errors import UserError
 
@@ -79,6 +82,22 @@ def adopt(environment: dict[str, str] | None) -> None:
     os.environ.update(environment or {})
 
 
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """Coral's SIGTERM handler (cli/app.py: a stop ends a run as Ctrl-C does, resumable)
+    back after `ray.init`, whose core installs its own below Python's: a `kill` of the
+    driver aborted with Ray's stack dump, exit status 134, and no resume line."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if callable(ours):
+            signal.signal(signal.SIGTERM, ours)
+
+
 def connect(address: str) -> bool:
     """Join the cluster at `address`, or start a local Ray with this machine's CPUs when
     it is empty. True when this process started Ray (and must shut it down)."""
@@ -101,7 +120,8 @@ def connect(address: str) -> bool:
         # "local": a Ray of our own, as documented, even where `ray start` left a cluster
         # running on this machine or RAY_ADDRESS names one (Ray would join that, and then
         # refuse num_cpus); joining one is `--ray-address auto` or HOST:PORT
-        ray.init(address=address or "local", **options)
+        with _own_sigterm():
+            ray.init(address=address or "local", **options)
     except Exception as error:  # Ray raises many kinds here; each is one line for the user
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
