@@ -391,13 +391,20 @@ def test_an_actor_lost_for_good_stops_the_trial_in_one_line_and_resume_finishes(
 @pytest.mark.parametrize("address, words", [
     ("127.0.0.1:{closed}", "cannot reach the Ray cluster at 127.0.0.1:"),
     ("no-port-here", "is not HOST:PORT"),
+    # a port that takes the connection and says nothing: Ray retried it for minutes
+    ("127.0.0.1:{silent}", "answers, but not as a Ray cluster"),
+    ("auto", "answers, but not as a Ray cluster"),  # RAY_ADDRESS names the silent port
 ])
 def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, words):
-    address = address.format(closed=_free_port())
-    out = tmp_path / "never"
-    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
-                       "--executor", "ray", "--ray-address", address, "--out", str(out),
-                       env=env, timeout=120)
+    with socket.socket() as silent:
+        silent.bind(("", 0))  # every address: Ray reads 127.0.0.1 as the node's own
+        silent.listen()
+        port = silent.getsockname()[1]
+        address = address.format(closed=_free_port(), silent=port)
+        out = tmp_path / "never"
+        result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
+                           "--executor", "ray", "--ray-address", address, "--out", str(out),
+                           env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}, timeout=120)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr

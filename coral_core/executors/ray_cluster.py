@@ -56,10 +56,45 @@ def _reachable(address: str) -> None:
     if not host or not port.isdigit():
         raise UserError(f"--ray-address '{address}' is not HOST:PORT, ray://HOST:PORT or auto")
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+        with socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS) as probe:
+            speaks = _speaks_grpc(probe)
     except OSError as error:
         raise UserError(f"cannot reach the Ray cluster at {address}: "
                         f"{error.strerror or error}") from None
+    if not speaks:  # else ray.init retries it for minutes, logging each try
+        raise UserError(f"{address} answers, but not as a Ray cluster (its GCS speaks gRPC; "
+                        "this port does not): is it the head node's GCS port (6379 by "
+                        "default)?")
+
+
+# An HTTP/2 client's opening (the preface and an empty SETTINGS frame): a gRPC server
+# answers with a SETTINGS frame of its own (frame type 4, the fourth byte of its header).
+_H2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _auto_address() -> str | None:
+    """The HOST:PORT `--ray-address auto` means (RAY_ADDRESS, or the cluster the last
+    `ray start` on this machine recorded), or None where Ray finds none (it says so)."""
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        return canonicalize_bootstrap_address("auto")
+    except Exception:  # noqa: BLE001 - Ray's own error, raised again by ray.init, is clearer
+        return None
+
+
+def _speaks_grpc(connection: socket.socket) -> bool:
+    try:
+        connection.sendall(_H2_OPENING)
+        header = b""
+        while len(header) < 9:
+            part = connection.recv(9 - len(header))
+            if not part:
+                return False
+            header += part
+    except (socket.timeout, OSError):
+        return False
+    return header[3] == 4
 
 
 def coral_environment() -> dict[str, str]:
@@ -111,6 +146,8 @@ def connect(address: str) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    if address == "auto":  # the cluster Ray would join: one `ray start` left may be gone
+        _reachable(_auto_address() or "auto")
     options: dict[str, Any] = {
         "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
     }
