@@ -67,11 +67,6 @@ def _reachable(address: str) -> None:
                         "default)?")
 
 
-# An HTTP/2 client's opening (the preface and an empty SETTINGS frame): a gRPC server
-# answers with a SETTINGS frame of its own (frame type 4, the fourth byte of its header).
-_H2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-
-
 def _auto_address() -> str | None:
     """The HOST:PORT `--ray-address auto` means (RAY_ADDRESS, or the cluster the last
     `ray start` on this machine recorded), or None where Ray finds none (it says so)."""
@@ -79,8 +74,13 @@ def _auto_address() -> str | None:
 
     try:
         return canonicalize_bootstrap_address("auto")
-    except Exception:  # noqa: BLE001 - Ray's own error, raised again by ray.init, is clearer
+    except Exception:  # Ray's own error, raised again by ray.init, is clearer
         return None
+
+
+# An HTTP/2 client's opening (the preface and an empty SETTINGS frame): a gRPC server
+# answers with a SETTINGS frame of its own (frame type 4, the fourth byte of its header).
+_H2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
 def _speaks_grpc(connection: socket.socket) -> bool:
