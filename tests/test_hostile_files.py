@@ -166,9 +166,10 @@ def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
     ("[run]\nseed = 99999999999999999999", "out of range"),
     ("[" + ".".join(["a"] * 1_000_000) + "]\n", "dotted parts"),
     ("[execution]\nworkers = 100000\n", "at most 4096"),
-    ('[search]\nstrategy = "evolution"\n[search.options]\ngenes = [1]\n', "a table of genes"),
+    ('[search]\nstrategy = "evolution"\n[search.options]\ngenes = [1]\n',
+     "(line 4): search strategy 'evolution' option 'genes' takes a TOML table"),
     ('[search]\nstrategy = "evolution"\n[search.options]\nplot_objectives = "bugfix"\n',
-     "a list of two"),
+     "(line 4): search strategy 'evolution' option 'plot_objectives' takes a TOML list"),
     (".".join(["a"] * 1_000_000) + " = 1\n", "dotted parts"),
 ])
 def test_a_config_that_breaks_parsers_is_one_line(tmp_path, env, text, words):

@@ -16,6 +16,7 @@ import typing
 from typing import Any, Callable, Mapping
 
 from coral_core.files.decoding import DecodeError, toml_document
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 
@@ -157,16 +158,18 @@ def _wanted(kinds: list[Any]) -> str:
 
 
 def check_types(factory: Callable[..., Any], label: str, options: Mapping[str, Any],
-                positional: int = 1) -> None:
+                positional: int = 1, path: tuple[str, ...] = ()) -> None:
     """Each option's value of a type its annotation allows (None: the default's); a
-    string where a boolean belongs must never read as true."""
+    string where a boolean belongs must never read as true. With the `path` of the table
+    the options come from, the error is an OptionInvalid: its caller names file and line."""
     schema, _ = option_schema(factory, positional)
     for name, value in options.items():
         kinds = _kinds(schema.get(name, inspect.Parameter.empty))
         if value is None or not kinds or any(_is_a(value, kind) for kind in kinds):
             continue
         shown = repr(value) if isinstance(value, (str, int, float)) else type(value).__name__
-        raise UserError(f"{label} option '{name}' takes {_wanted(kinds)}, not {shown[:80]}")
+        message = f"{label} option '{name}' takes {_wanted(kinds)}, not {shown[:80]}"
+        raise OptionInvalid(path + (name,), message) if path else UserError(message)
 
 
 def _literal(text: str) -> Any:

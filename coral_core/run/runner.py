@@ -34,7 +34,7 @@ from coral_core.run.rundir import SUMMARY_FILE, RunInfo
 from coral_core.files.atomic import write_text_atomic
 from coral_core.results.heatmap import write_heatmap
 from coral_core.run.lifecycle import Lifecycle, hook_errors
-from coral_core.config.options import accepts
+from coral_core.config.options import accepts, check_types
 from coral_core.results.paired import ranking_figure, runner_up_comparison
 from coral_core.run.store import RunStore, RunStoreError, TrialRecord
 from coral_core.suggest import did_you_mean
@@ -81,6 +81,8 @@ def build_strategy(config: Mapping[str, Any],
         raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
                         "(use strategy = \"grid\" or \"random\")")
     try:
+        check_types(factory, f"search strategy '{name}'", options,
+                    positional=0, path=("search", "options"))  # the file and line it names
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
         at = where(error.path)
