@@ -38,6 +38,10 @@ def run(
         None, "--max-new-tokens", **flag_options("model.max_new_tokens")),
     data_dir: Optional[Path] = typer.Option(
         None, "--data-dir", **flag_options("dataset.data_dir")),
+    data: Optional[Path] = typer.Option(
+        None, "--data", metavar="FILE",
+        help="The data set's task file (config: [dataset.options] path), e.g. a set in "
+             "HumanEval's shape or FIM tasks."),
     split: Optional[str] = typer.Option(None, "--split", **flag_options("dataset.split")),
     problems: Optional[str] = typer.Option(
         None, "--problems", **flag_options("dataset.problems")),
@@ -68,7 +72,7 @@ def run(
 
     if json_output:
         reserve_stdout()  # nothing but the summary may reach stdout
-    flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split,
+    flags = dict(model=model, base_url=base_url, data_dir=data_dir, split=split, data=data,
                  problems=launch.split_list(problems, "--problems"), limit=limit,
                  temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, out=out,
                  executor=executor, samples=samples, seed=seed, fail_fast=fail_fast,

@@ -112,7 +112,11 @@ CASES = {
                                    "drop --seed"),
     "an option the data set does not take": (
         ["run", "--plugin", "quixbugs", "--prompt-style", "instruction", "--dry-run"],
-        "'quixbugs' takes no option 'prompt' (it takes: data_dir, include_slow)"),
+        "command line (--prompt-style): [dataset.options]: data set 'quixbugs' has no option "
+        "'prompt' (options: data_dir, include_slow)"),
+    "a task file for a data set that reads none": (
+        ["run", "--plugin", "quixbugs", "--data", "tasks.jsonl", "--dry-run"],
+        "command line (--data): [dataset.options]: data set 'quixbugs' has no option 'path'"),
     "pass@0": (["run", "--plugin", "quixbugs", "--config", "{pass0.toml}"],
                "must be pass@K with K from 1 to 100000"),
     # a red-team pass: the summary names pass@1, so pass@01 failed the finished run

@@ -439,6 +439,30 @@ def test_the_reference_scores_everything_and_the_baseline_says_what_to_pass(
     assert "--model hf:PATH_OR_ID or --model openai:MODEL" in refused.stderr
 
 
+def test_run_scores_a_file_given_with_data_from_any_folder(tmp_path, data_dir):
+    """`coral run --data FILE` reads a set in HumanEval's shape; the path is stored
+    absolute (a resume or report from another folder finds it), and `[dataset.options]
+    path` in a config file is read against the current folder the same way."""
+    rows = gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt").readlines()[:2]
+    (tmp_path / "mine.jsonl").write_text("".join(rows))
+    env = coral_env(data_dir)
+    done = run_coral("run", "--plugin", "humaneval", "--data", "mine.jsonl", "--model",
+                     "reference", "--samples", "1", "--out", "r", "--json", env=env,
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert [p["problem"] for p in summary["problems"]] == ["HumanEval/0", "HumanEval/1"]
+    assert summary["pass_at_k"]["1"] == 1.0
+    config = tomllib.loads((tmp_path / "r" / "config.toml").read_text())
+    assert config["dataset"]["options"]["path"] == str(tmp_path / "mine.jsonl")
+    (tmp_path / "c.toml").write_text('[dataset.options]\npath = "mine.jsonl"\n')
+    dry = run_coral("run", "--plugin", "humaneval", "--config", "c.toml", "--model",
+                    "reference", "--dry-run", env=env, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert tomllib.loads(dry.stdout)["dataset"]["options"]["path"] == str(
+        tmp_path / "mine.jsonl")
+
+
 def test_prompt_style_flag_sets_the_prompts_and_is_checked(tmp_path, data_dir):
     env = coral_env(data_dir)
     common = ("--model", "reference", "--limit", "2", "--samples", "1", "--json")

@@ -260,15 +260,22 @@ def digest(config: Mapping[str, Any]) -> str:
 
 
 def absolute_paths(config: Mapping[str, Any], base: Path) -> dict[str, Any]:
-    """A copy with non-empty `dataset.data_dir`, `model.adapter` and `run.out` made absolute
-    against `base` (`~` expanded; the paths need not exist)."""
+    """A copy with non-empty `dataset.data_dir`, `model.adapter`, `run.out` and the data
+    set's task file (`dataset.options.path`, `--data`) made absolute against `base` (`~`
+    expanded; the paths need not exist), so that a run resumes from any folder."""
     result = _plain(config)
     for section, key in PATH_KEYS:
         value = result.get(section, {}).get(key)
         if value:
-            result[section][key] = os.path.abspath(
-                os.path.join(os.fspath(base), os.path.expanduser(value)))
+            result[section][key] = _absolute(value, base)
+    options = result.get("dataset", {}).get("options")
+    if isinstance(options, dict) and isinstance(options.get("path"), str) and options["path"]:
+        options["path"] = _absolute(options["path"], base)
     return result
+
+
+def _absolute(value: str, base: Path) -> str:
+    return os.path.abspath(os.path.join(os.fspath(base), os.path.expanduser(value)))
 
 
 def dump(config: Mapping[str, Any]) -> str:

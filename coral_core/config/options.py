@@ -103,15 +103,32 @@ def takes(factory: Callable[..., Any], name: str) -> bool:
 def unknown_options(factory: Callable[..., Any], names: list[str], label: str,
                     positional: int = 1) -> str | None:
     """A one-line complaint about the first name `factory` does not take, or None."""
+    found = _first_unknown(factory, names, positional)
+    if found is None:
+        return None
+    name, schema = found
+    listing = ", ".join(sorted(schema)) or "none"
+    return f"{label} has no option '{name}'{did_you_mean(name, schema)} (options: {listing})"
+
+
+def _first_unknown(factory: Callable[..., Any], names: list[str],
+                   positional: int) -> tuple[str, dict[str, Any]] | None:
     schema, open_ended = option_schema(factory, positional)
     if open_ended:
         return None
-    for name in names:
-        if name not in schema:
-            listing = ", ".join(sorted(schema)) or "none"
-            return (f"{label} has no option '{name}'{did_you_mean(name, schema)} "
-                    f"(options: {listing})")
-    return None
+    return next(((name, schema) for name in names if name not in schema), None)
+
+
+def check_table(factory: Callable[..., Any], label: str, options: Mapping[str, Any],
+                path: tuple[str, ...], positional: int = 0) -> None:
+    """Options from the configuration table at `path` that `factory` does not take, or of
+    a type it does not allow: an OptionInvalid naming the key, so that its caller can say
+    which file and line (or flag) set it."""
+    found = _first_unknown(factory, list(options), positional)
+    if found is not None:
+        raise OptionInvalid(path + (found[0],), f"[{'.'.join(path)}]: " + str(
+            unknown_options(factory, [found[0]], label, positional)))
+    check_types(factory, label, options, positional, path)
 
 
 def _kinds(annotation: Any) -> list[Any]:

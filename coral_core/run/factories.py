@@ -15,7 +15,7 @@ from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, Scori
 from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
-from coral_core.config.options import accepts, check_call, takes, unknown_options
+from coral_core.config.options import accepts, check_call, check_table, takes
 from coral_core.protocols import Dataset, Executor, Model
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.scoring.scorer import Scorer
@@ -41,6 +41,9 @@ def build_dataset(blueprint: DatasetBlueprint) -> Dataset:
     if not section["name"]:
         raise UserError("no data set configured (set [dataset] name, or use --plugin)")
     options = dict(section["options"])
+    entry = plugins.registry().get("datasets", section["name"])
+    check_table(entry.factory, f"data set '{section['name']}'", options,
+                ("dataset", "options"))
     if section["data_dir"]:
         options["data_dir"] = section["data_dir"]
     return plugins.build("datasets", section["name"], **options)
@@ -73,9 +76,8 @@ def check_model(section: Mapping[str, Any]) -> None:
         raise UserError(f"model '{prefix}' is not served over HTTP, so --base-url (model."
                         f"base_url = {section['base_url']!r}) does not apply to it; it is "
                         "for servers such as openai:MODEL")
-    complaint = unknown_options(entry.factory, list(section["options"]), f"model '{prefix}'")
-    if complaint:
-        raise UserError(f"[model.options]: {complaint}")
+    check_table(entry.factory, f"model '{prefix}'", section["options"], ("model", "options"),
+                positional=1)
     options = _model_options(section)
     if accepts(entry.factory, "dataset"):
         options["dataset"] = None
@@ -160,9 +162,8 @@ def build_evaluators(section: Mapping[str, Any]) -> list[Any]:
             entry = plugins.registry().get("evaluators", name)
         except UserError as error:
             raise OptionInvalid(("evaluators", "use"), f"[evaluators] use: {error}") from None
-        complaint = unknown_options(entry.factory, list(options), f"evaluator '{name}'", 0)
-        if complaint:
-            raise UserError(f"[evaluators.options.{name}]: {complaint}")
+        check_table(entry.factory, f"evaluator '{name}'", options,
+                    ("evaluators", "options", name))
         evaluators.append(plugins.build("evaluators", name, **options))
     return evaluators
 

@@ -85,13 +85,18 @@ def build_strategy(config: Mapping[str, Any],
                     positional=0, path=("search", "options"))  # the file and line it names
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
-        at = where(error.path)
-        flag = next((launch.flag_name(flag) for flag, path in launch.places().items()
-                     if path == error.path), None)
-        if at == "command line" and flag:
-            at = f"command line ({flag})"
-        known = at and at != "the defaults"  # a factory's own default names no file
-        raise UserError(f"{at}: {error}" if known else str(error)) from None
+        raise placed(error, where) from None
+
+
+def placed(error: OptionInvalid, where: Callable[[tuple[str, ...]], str]) -> UserError:
+    """The error, said at the file and line (or the flag) that set its key."""
+    at = where(error.path)
+    flag = next((launch.flag_name(flag) for flag, path in launch.places().items()
+                 if path == error.path), None)
+    if at == "command line" and flag:
+        at = f"command line ({flag})"
+    known = at and at != "the defaults"  # a factory's own default names no file
+    return UserError(f"{at}: {error}" if known else str(error))
 
 
 class Planner:
@@ -111,7 +116,10 @@ class Planner:
 
     def dataset(self, blueprint: DatasetBlueprint) -> Dataset:
         if blueprint.digest not in self._datasets:
-            self._datasets[blueprint.digest] = build_dataset(blueprint)
+            try:
+                self._datasets[blueprint.digest] = build_dataset(blueprint)
+            except OptionInvalid as error:
+                raise placed(error, self.where) from None
         return self._datasets[blueprint.digest]
 
     def tasks(self, config: Mapping[str, Any]) -> tuple[Task, ...]:
@@ -136,9 +144,7 @@ class Planner:
                 check_scoring(scoring, tasks)
                 self._checked.add(key)
         except OptionInvalid as error:  # say which file and line set the key
-            at = self.where(error.path)
-            raise UserError(f"{at}: {error}" if at and at != "the defaults" else str(error)
-                            ) from None
+            raise placed(error, self.where) from None
         return TrialPlan(number, dict(overrides), config, tasks, model, scoring)
 
 
