@@ -403,10 +403,12 @@ def test_an_output_that_is_a_device_fifo_or_link_is_written_through(run_copy, tm
     assert stat.S_ISFIFO(fifo.lstat().st_mode) and b'"passed": false' in received[0]
     target = tmp_path / "target.jsonl"
     target.write_text("old\n")
+    target.chmod(0o600)  # a private file stays private (it became 0644: a red-team pass)
     (tmp_path / "link.jsonl").symlink_to(target)
     done = run_measured("export", str(run_copy), "-o", str(tmp_path / "link.jsonl"), env=env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "link.jsonl").is_symlink() and '"task"' in target.read_text()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
     if os.geteuid() == 0:
         node = tmp_path / "null"
         os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))

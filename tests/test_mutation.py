@@ -383,6 +383,19 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
         assert "[SQL" not in done.stderr and "sqlalche.me" not in done.stderr, done.stderr
     assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()} == before
     assert not (root / "fifo-journal").exists()
+    victim = tmp_path / "victim"  # a red-team pass: the session was written through links
+    victim.write_bytes(b"")
+    (root / "linked.sqlite").symlink_to(victim)
+    os.link(victim, root / "hard.sqlite")
+    (root / "journal.sqlite-journal").symlink_to(victim)
+    for session, why in (("linked.sqlite", "is a symbolic link"),
+                         ("hard.sqlite", "has 2 hard links"),
+                         ("journal.sqlite", "journal is a symbolic link")):
+        done = coral(root, "mutation", "run", "--module", "calc.py", "--tests",
+                     "test_calc.py", "--session", session)
+        assert done.returncode == 2 and why.split()[-1] in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert victim.read_bytes() == b"" and not (root / "journal.sqlite").exists()
 
 
 def test_an_interrupted_run_is_one_line(tmp_path):

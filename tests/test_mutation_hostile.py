@@ -418,6 +418,46 @@ def test_writes():  # first: under a mutant the first failing test ends the run 
     assert "it is put back as it was" in done.stderr
 
 
+@pytest.mark.parametrize("layout", ["big_file", "linked_folder", "linked_file"])
+def test_mutants_never_reach_the_users_file_through_a_link(tmp_path, layout):
+    """A red-team pass: the copy linked files over 8 MiB to the original, and the exact path
+    wrote each mutant into the user's module through that link (a kill mid-run left one
+    there). A module reached through a linked folder or file lies outside the project and
+    is refused. The original is never written: its mtime does not move."""
+    module = ARITH + ("# " + "x" * (9 << 20) + "\n" if layout == "big_file" else "")
+    root = project(tmp_path / "project", ARITH, HEAD + SEEING["reload"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "calc.py").write_text(module)
+    if layout == "big_file":
+        (root / "calc.py").write_text(module)
+        original = root / "calc.py"
+    elif layout == "linked_folder":
+        (root / "calc.py").unlink()
+        (root / "lib").symlink_to(elsewhere)
+        (root / "conftest.py").write_text("import os, sys\n"
+                                          "sys.path.insert(0, os.path.abspath('lib'))\n")
+        original = elsewhere / "calc.py"
+    else:
+        (root / "calc.py").unlink()
+        (root / "calc.py").symlink_to(elsewhere / "calc.py")
+        original = elsewhere / "calc.py"
+    before = original.stat().st_mtime_ns
+    module_arg = "lib/calc.py" if layout == "linked_folder" else "calc.py"
+    done = coral(root, "mutation", "run", "--module", module_arg, "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--workers", "2", "--operator",
+                 "core/ReplaceBinaryOperator_Add", "--json")
+    if layout == "big_file":
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["exact"] > 0 and summary["counts"]["killed"] > 0, summary
+    else:  # a module that lives outside the project is not the project's to mutate
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+        assert "is outside the project folder" in done.stderr
+    assert original.read_text() == module
+    assert original.stat().st_mtime_ns == before
+
+
 def test_a_test_that_kills_its_runner_in_the_baseline_is_one_line(tmp_path):
     """A red-team pass: a test that kills the process running it (on the unmutated code)
     was a WorkerDied traceback, exit 1, and left a session that a rerun called taken."""

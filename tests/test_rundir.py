@@ -353,3 +353,37 @@ def test_bad_configuration_is_refused_before_the_run_directory(tmp_path, env, to
                        "--out", str(out), env=env)
     _one_line_error(result, fragment)
     assert not out.exists()
+
+
+def test_two_runs_made_in_one_folder_at_once_leave_the_winners_run(tmp_path, monkeypatch):
+    """A red-team pass: two `coral run --out D` at once. The loser had seen no folder, so it
+    took D for its own and, refused the lock, removed the winner's locked run. Here the
+    winner makes its whole run at the moment the loser makes the folder."""
+    from coral_core.config import experiment as configuration
+    from coral_core.errors import UserError
+    from coral_core.run import rundir
+
+    config = configuration.merge({"dataset": {"name": "quixbugs"}})
+    out = tmp_path / "d"
+    real_mkdir = Path.mkdir
+    held = []
+
+    def racing_mkdir(self, *args, **kwargs):
+        if self == out and not held:
+            held.append(None)
+            held[0] = rundir.create_run(config, out)  # the winner, all made and locked
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    with pytest.raises(UserError, match="in use by another Coral process"):
+        rundir.create_run(config, out)
+    monkeypatch.setattr(Path, "mkdir", real_mkdir)
+    info, lock = held[0]
+    try:
+        assert rundir.is_run_dir(out) and (out / ".lock").is_file()
+        assert rundir.read_config(out)["run"]["out"] == str(out)
+    finally:
+        lock.release()
+    with pytest.raises(UserError, match="already holds a run"):
+        rundir.create_run(config, out)  # later, the lock free: the run is still refused
+    assert rundir.is_run_dir(out)

@@ -18,13 +18,22 @@ _EXISTS = (errno.EEXIST, errno.ENOTEMPTY)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    """Write `text` to `path` through a temporary file that is fsynced, then renamed over
-    `path` with `os.replace`. The temporary file is removed if anything fails."""
+    """Write `text` to `path` as `write_bytes_with` does."""
+    data = text.encode(encoding)
+    write_bytes_with(path, lambda handle: handle.write(data))
+
+
+def write_bytes_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
+    """`write(handle)` into a new file beside `path` (created exclusively: never a planted
+    link or someone else's file), fsynced, then renamed over `path` (a link there is
+    replaced, not followed), so a crash leaves the old file or the whole new one. For
+    writers that want a file object too: `figure.savefig(handle, ...)`. The temporary file
+    is removed if anything fails."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(temporary, "x", encoding=encoding) as handle:  # "x": never someone else's
-            handle.write(text)
+        with open(temporary, "xb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
@@ -32,21 +41,6 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, encoding: str = "
         temporary.unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
-
-
-def write_bytes_with(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> None:
-    """`write(handle)` into a new file beside `path` (created exclusively: never a planted
-    link or someone else's file), then renamed over `path` (a link there is replaced, not
-    followed). For writers that want a file object: `figure.savefig(handle, ...)`."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(temporary, "xb") as handle:
-            write(handle)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def publish_dir(staging: str | os.PathLike[str], destination: str | os.PathLike[str], *,

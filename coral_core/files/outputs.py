@@ -5,8 +5,10 @@ and renamed over it, so a reader never sees half of it and a failure leaves the 
 Through a symbolic link the file it names is replaced, and the link stays. A device or a
 FIFO (`/dev/null`, `/dev/stdout`, a pipe) is written to as it is: renaming over one
 replaced the node itself with a regular file, which as root destroyed `/dev/null` (found by
-a fuzzing pass). A folder or a socket is refused in one line. (Coral's own files in run
-directories and caches are written by files/atomic.py instead, never through a link.)
+a fuzzing pass). The new file keeps the replaced one's permissions (and, under root, owner);
+being a new file, it is no longer a hard link of any other. A folder or a socket is refused
+in one line. (Coral's own files in run directories and caches are written by
+files/atomic.py instead, never through a link.)
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[
         draft = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             with open(draft, "x", encoding="utf-8", newline="") as handle:
+                _keep_access(handle.fileno(), target)
                 yield handle
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -73,6 +76,19 @@ def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[
             draft.unlink(missing_ok=True)
     except OSError as error:
         raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+
+
+def _keep_access(descriptor: int, target: Path) -> None:
+    """The new file gets the replaced one's permissions (and, where Coral runs as root, its
+    owner) before anything is written to it: a private (0600) export stayed private only
+    until Coral replaced it with a file made under the umask (a red-team pass)."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return
+    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
+        os.fchown(descriptor, info.st_uid, info.st_gid)
+    os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & 0o777)
 
 
 def check_output(path: str | os.PathLike[str], what: str = "output") -> None:

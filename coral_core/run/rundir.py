@@ -143,9 +143,12 @@ def refuse_run_file(path: Path, flag: str) -> None:
 
 
 def check_new_run_dir(run_dir: Path) -> None:
+    """A run may be made here: no folder, or an empty one (but for a lock file, left by
+    an attempt that failed or held by one in progress, which the lock then refuses)."""
     if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+    if run_dir.exists() and (not run_dir.is_dir() or any(
+            entry.name != LOCK_FILE for entry in run_dir.iterdir())):
         raise UserError(f"{run_dir} exists and is not an empty folder")
 
 
@@ -158,13 +161,20 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
     if run_dir.is_symlink() and not run_dir.exists():  # mkdir said "File exists"
         raise UserError(f"--out {run_dir} is a link to {os.readlink(run_dir)}, which does "
                         "not exist; give a folder")
-    made = not run_dir.exists()
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir()
+            made = True  # by this process: another that finds it never removes it
+        except FileExistsError:
+            made = False
     except OSError as error:
         raise _os_error("create the run directory", run_dir, error) from None
+    lock, ours = RunLock(run_dir), False  # ours: locked, and no other run was made in it
     try:
-        lock = RunLock(run_dir).acquire()
+        lock.acquire()
+        check_new_run_dir(run_dir)  # another `--out` of it may have won the race
+        ours = True
         config = {**config, "run": {**config["run"], "out": str(run_dir)}}
         try:
             write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
@@ -179,7 +189,8 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
         finally:
             store.close()
     except BaseException:
-        if made:
+        lock.release()
+        if made and ours:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return RunInfo(run_dir, config, resumed=False), lock

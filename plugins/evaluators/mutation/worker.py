@@ -175,6 +175,7 @@ class Worker(_Phases):
         self.events_fd = -1
         self.copy: str | None = None
         self.original = b""
+        self.target = ""  # the module's file in the copy, once made
         self.hypothesis = False  # the tests use Hypothesis (hypothesis_runs)
 
     # -- pytest hooks ---------------------------------------------------------------------
@@ -275,9 +276,11 @@ class Worker(_Phases):
         if self.copy is None:
             self.copy = os.path.join(self.scratch, "project")
             exact.copy_project(self.project, self.copy)
+            self.target = exact.own_module_file(
+                self.copy, os.path.relpath(self.module_path, self.project))
             with open(self.module_path, "rb") as handle:
                 self.original = handle.read()
-        target = os.path.join(self.copy, os.path.relpath(self.module_path, self.project))
+        target = self.target
         tests = spec.get("tests")
         args = list(self.pytest_args) if tests is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(tests)
