@@ -174,3 +174,27 @@ def test_evaluate_syntax_error_names_the_users_file(env, tmp_path):
     details = [o["detail"] for o in json.loads(result.stdout)["outcomes"]]
     assert all(f"({candidate}, line 1)" in d for d in details), details
     assert not any("gcd.py" in d for d in details)
+
+
+@pytest.mark.slow
+def test_an_interpreter_started_by_a_path_with_dotdot_still_starts_the_sandbox(
+        tmp_path, data_dir):
+    """A newcomer's pass: started as `../venv/bin/python`, Coral handed bubblewrap that path,
+    which the sandbox (with no `work/` folder for `..` to leave) could not run: with
+    CORAL_REQUIRE_BWRAP an error, without it candidates ran unisolated."""
+    import os
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gcd.py").write_text("def gcd(a, b):\n    while b:\n        a, b = b, a % b\n"
+                                 "    return a\n")
+    python = os.path.relpath(sys.executable, work)  # ../../.. up to / and down again
+    assert ".." in python
+    done = subprocess.run([python, "-m", "coral_cli.app", "evaluate", "--plugin", "quixbugs",
+                           "--problem", "gcd", "--candidate", "gcd.py", "--json"],
+                          cwd=work, capture_output=True, text=True, timeout=300,
+                          env={**coral_env(data_dir), "CORAL_REQUIRE_BWRAP": "1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sandboxed"] is True

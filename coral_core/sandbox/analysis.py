@@ -32,7 +32,8 @@ from typing import Any
 from coral_core.errors import UserError
 from coral_core.sandbox.inside.limits import CPU_SECONDS, MAX_SOURCE
 from coral_core.sandbox.policy import (INTERPRETER_FLAGS, WORKER_DIR, SandboxPolicy,
-                                       bwrap_command, start_worker, worker_launcher)
+                                       bwrap_command, interpreter, start_worker,
+                                       worker_launcher)
 
 START_SECONDS = 120.0  # importing flake8 and bandit on a loaded machine
 ANSWER_SECONDS = 3 * CPU_SECONDS + 30.0  # wall time for a request whose CPU time is capped
@@ -72,7 +73,7 @@ class _Worker:
         self.broken: dict[str, str] = {}  # linter: why it does not work in this worker
         options = policy.worker_options()
         if isolated:
-            command = bwrap_command(policy, sys.executable, "lint", options)
+            command = bwrap_command(policy, interpreter(), "lint", options)
         else:
             command = [sys.executable, *INTERPRETER_FLAGS, "-c",
                        worker_launcher(str(WORKER_DIR), "lint"), options]

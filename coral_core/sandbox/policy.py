@@ -133,6 +133,16 @@ def python_roots() -> list[str]:
     return keep
 
 
+def interpreter() -> str:
+    """This interpreter as a path the sandbox can reach: its folder resolved, its own name
+    kept (a venv's `bin/python` link finds the venv by it). `sys.executable` keeps a start
+    such as `../venv/bin/python` as given, and the sandbox has no `work/` for `..` to
+    leave (a newcomer's pass: bwrap could not start it, and without
+    CORAL_REQUIRE_BWRAP candidates ran unisolated)."""
+    folder, name = os.path.split(sys.executable)
+    return os.path.join(os.path.realpath(folder), name)
+
+
 def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
                   options: str | None = None) -> list[str]:
     """A minimal read-only root: system dirs, the interpreter and packages, a private /tmp
@@ -260,8 +270,9 @@ def probe_soon() -> None:
 def _probe() -> tuple[bool, str]:
     if shutil.which("bwrap") is None:
         return False, "bubblewrap (bwrap) is not installed"
-    probe = bwrap_command(SandboxPolicy(), sys.executable)
-    probe = probe[: probe.index(sys.executable)] + [sys.executable, "-I", "-c", "pass"]
+    python = interpreter()
+    probe = bwrap_command(SandboxPolicy(), python)
+    probe = probe[: probe.index(python)] + [python, "-I", "-c", "pass"]
     try:
         result = subprocess.run(probe, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:

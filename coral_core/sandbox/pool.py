@@ -30,8 +30,8 @@ from coral_core.sandbox.cgroups import SlotCgroup, slot_name, user_tasks
 from coral_core.sandbox.inside.limits import WALL_FACTOR
 from coral_core.sandbox.notices import warn_once
 from coral_core.sandbox.policy import (INTERPRETER_FLAGS, NOBODY, WORKER_DIR, SandboxPolicy,
-                                       bwrap_available, bwrap_command, start_worker,
-                                       worker_launcher)
+                                       bwrap_available, bwrap_command, interpreter,
+                                       start_worker, worker_launcher)
 from coral_core.sandbox.results import Assembly, ExecutionResult, ProtocolError, StepResult
 from coral_core.sandbox.wire import Job, JobTemplate, Pipes, WorkerGone
 from coral_core.switches import switch
@@ -140,7 +140,7 @@ class _Slot:
             process_base=0 if bounded else user_tasks(NOBODY if os.geteuid() == 0
                                                       else os.getuid()))
         if self.sandbox.isolated:
-            command = bwrap_command(policy, sys.executable, "worker", options)
+            command = bwrap_command(policy, interpreter(), "worker", options)
             cwd = None
         else:
             self.scratch = make_scratch("coral-sandbox-", _scratch_base(),
