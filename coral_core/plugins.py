@@ -249,9 +249,32 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str
                 f"plugin '{name}' ({_source(entry_point)}) is '{manager.get_name(plugin)}', "
                 "which is already loaded; disable one with CORAL_DISABLE_PLUGINS"
             )
-        manager.register(plugin, name=name)
         sources[name] = _source(entry_point)
+        try:
+            manager.register(plugin, name=name)
+        except pluggy.PluginValidationError as error:  # e.g. `coral_register_datasets(reg)`
+            failures[name] = _failed(name, "does not fit Coral's hooks",
+                                     UserError(" ".join(str(error).split())))
+            continue
+        for mistake in _hook_mistakes(manager, plugin):
+            log.warning("plugin '%s': %s", name, mistake)
     return manager, sources, failures
+
+
+def _hook_mistakes(manager: pluggy.PluginManager, plugin: Any) -> list[str]:
+    """What a plugin meant as a hook that Coral will never call: a hook name Coral does not
+    have (`coral_register_dataset`), or a `coral_` function without `@hookimpl` (both were
+    silent: the plugin "loaded", and its data set was unknown)."""
+    known = {name for name in dir(hookspecs) if name.startswith("coral_")}
+    implemented = {caller.name for caller in manager.get_hookcallers(plugin) or ()}
+    mistakes = [f"{name} is no hook of Coral's{did_you_mean(name, known)}; it is never "
+                "called (docs/plugins.md lists the hooks)"
+                for name in sorted(implemented - known)]
+    for name in sorted(vars(plugin) if hasattr(plugin, "__dict__") else ()):
+        if name in known and name not in implemented and callable(getattr(plugin, name)):
+            mistakes.append(f"{name} is not marked @hookimpl (from coral_core.hookspecs), "
+                            "so it is never called")
+    return mistakes
 
 
 def _malformed(kind: str, name: str, value: Any) -> str:

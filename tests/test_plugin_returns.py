@@ -96,3 +96,62 @@ def test_numbers_of_any_real_type_are_taken():
         scorer = Scorer([Loose(value)], None, {"loose": 1.0})
         scored, errors = scorer.score_apart(Candidate(_task("a"), "x = 1\n"))
         assert not errors and scored.objectives["loose"] == float(value)
+
+
+class Returns:
+    """An evaluator that returns what it is handed (a newcomer's mistakes)."""
+
+    name = "returns"
+
+    def __init__(self, given, objectives=("returns",)):
+        self.given, self.objectives = given, objectives
+
+    def evaluate(self, candidate, context):
+        return self.given
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"returns": 1.0}, "evaluator 'returns' returned a dict, not an Evaluation"),
+    (None, "evaluator 'returns' returned a NoneType, not an Evaluation"),
+    ("Evaluation", "evaluator 'returns' returned a str, not an Evaluation"),
+    ("wrong key", "evaluator 'returns' gave no objective 'returns', which its `objectives` "
+     "declare (it gave: len)"),
+])
+def test_an_evaluator_that_breaks_its_contract_is_one_line_naming_it(given, words):
+    """A newcomer's pass: a dict returned zeroed every objective and the run exited 0 (the
+    message blamed Coral's scorer.py); a misnamed objective was a bare KeyError."""
+    from coral_core.scoring.scorer import Scorer
+    from coral_core.types import Candidate, Evaluation
+
+    if given == "wrong key":
+        given = Evaluation({"len": 0.5})
+    scorer = Scorer([Returns(given)], None, {"returns": 1.0})
+    for score in (scorer.score, scorer.score_apart):
+        with pytest.raises(UserError) as caught:
+            score(Candidate(_task("a"), "x = 1\n"))
+        assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("declared", ["length", ("length", 3), None, ("",)])
+def test_objectives_that_are_not_a_tuple_of_names_are_refused_at_once(declared):
+    """`objectives = "length"` was read as the objectives l, e, n, g, t, h."""
+    from coral_core.scoring.scorer import Scorer
+
+    with pytest.raises(UserError, match="declares objectives = .*: give a tuple of names"):
+        Scorer([Returns(None, declared)], None)
+
+
+class Extracts:
+    name = "extracts"
+
+    def extract_code(self, task, text):
+        pass  # forgot the return
+
+
+def test_extract_code_that_gives_no_text_is_one_line_naming_the_data_set():
+    """A newcomer's pass: an AttributeError from deep in the scorer, and exit 1."""
+    from coral_core.executors.in_process import _score
+
+    with pytest.raises(UserError, match="data set 'extracts' extract_code gave a NoneType "
+                                        "where the candidate's code"):
+        _score(None, Extracts(), _task("a"), "reply", True)

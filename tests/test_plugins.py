@@ -269,6 +269,13 @@ def test_two_plugins_registering_one_name_is_an_error(tmp_path, data_dir):
     # a red-team pass: a traceback from every `coral run`, and from its --help
     ('register("bad name!", RunFlag(("search", "options", "x"), int, "Mine."))',
      "plugin 'flagger' registered run flag 'bad name!': a flag's name is letters, digits"),
+    # a newcomer's pass: a dotted path was read key by letter ("unknown section [e]")
+    ('register("budget", RunFlag("evaluators.options.length.budget", int, "Mine."))',
+     "registered run flag 'budget' whose path 'evaluators.options.length.budget' is not a "
+     "tuple of keys"),
+    ('register("my-flag", RunFlag(("search", "options", "x"), int, "Mine."))\n'
+     '            register("my_flag", RunFlag(("search", "options", "y"), int, "Mine."))',
+     "run flag --my-flag is registered twice"),
 ])
 def test_a_run_flag_that_cannot_be_added_is_one_line(tmp_path, data_dir, registered, said):
     site = make_distribution(tmp_path / "site", "coral-flagger", {"coral_flagger": f'''
@@ -285,6 +292,26 @@ def test_a_run_flag_that_cannot_be_added_is_one_line(tmp_path, data_dir, registe
         assert result.returncode == 2, result.stdout
         assert result.stderr.startswith("coral: error: ") and said in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_flag_named_with_dashes_is_the_same_flag(tmp_path, data_dir):
+    """A newcomer's pass: `length-budget` broke every `coral run`, though the flag it names
+    is --length-budget."""
+    site = make_distribution(tmp_path / "site", "coral-dashed", {"coral_dashed": '''
+        from coral_core.hookspecs import hookimpl
+        from coral_core.types import RunFlag
+
+        @hookimpl
+        def coral_register_run_flags(register):
+            register("budget-of-mine", RunFlag(("search", "options", "mine"), int, "Mine."))
+    '''}, {"dashed": "coral_dashed"})
+    env = coral_env(data_dir, PYTHONPATH=str(site), CORAL_PLUGINS="dashed")
+    shown = run_coral("run", "--help", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "--budget-of-mine" in shown.stdout
+    given = run_coral("run", "--plugin", "quixbugs", "--budget-of-mine", "3", "--dry-run",
+                      env=env)  # reaches the strategy, which names the flag that set it
+    assert given.returncode == 2 and "command line (--budget-of-mine)" in given.stderr
 
 
 def test_a_plugin_that_fails_to_import_is_reported_and_skipped(tmp_path, data_dir):
@@ -355,6 +382,38 @@ def test_a_plugin_whose_register_hook_raises_is_skipped_whole(tmp_path, monkeypa
         "evaluators")
     with pytest.raises(UserError, match=r"unknown model 'half'.*plugin 'half' failed to load"):
         registry.get("models", "half")
+
+
+def test_hook_mistakes_are_said_not_silent_or_a_traceback(tmp_path, monkeypatch, caplog):
+    """A newcomer's pass: a hook parameter not named `register` was pluggy's traceback from
+    every command; a misspelled hook name, or a hook without @hookimpl, was silent (the
+    plugin "loaded" and its data set was unknown)."""
+    site = make_distribution(tmp_path / "site", "coral-slips", {
+        "coral_slip_param": '''
+        from coral_core.hookspecs import hookimpl
+
+        @hookimpl
+        def coral_register_datasets(reg):
+            reg("slipped", object)
+    ''', "coral_slip_names": '''
+        from coral_core.hookspecs import hookimpl
+
+        @hookimpl
+        def coral_register_dataset(register):
+            register("singular", object)
+
+        def coral_register_models(register):
+            register("unmarked", object)
+    '''}, {"param": "coral_slip_param", "names": "coral_slip_names"})
+    with caplog.at_level("WARNING"):
+        registry = _loaded(monkeypatch, site, CORAL_PLUGINS="param,names")
+    param = next(info for info in registry.plugins if info.name == "param")
+    assert param.status == "failed" and "reg" in param.error and "\n" not in param.error
+    assert "plugin 'param' does not fit Coral's hooks and was skipped" in caplog.text
+    assert "baseline" in registry.names("models")  # the others load as before
+    assert ("plugin 'names': coral_register_dataset is no hook of Coral's (did you mean "
+            "'coral_register_datasets'") in caplog.text
+    assert "plugin 'names': coral_register_models is not marked @hookimpl" in caplog.text
 
 
 @pytest.mark.parametrize("hook, registered, words", [

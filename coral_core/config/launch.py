@@ -7,7 +7,7 @@ The CLI only collects flags; the rules live here, where they can be tested.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Collection, Mapping, Sequence
 
@@ -42,20 +42,29 @@ def plugin_flags(taken: Collection[str] = ()) -> dict[str, RunFlag]:
     that takes a name Coral's own flags have (or one of the options in `taken`, the
     command's others), is an error naming its plugin."""
     found = {}
-    for name, entry in plugins.registry().entries["run_flags"].items():
+    for given, entry in plugins.registry().entries["run_flags"].items():
         flag = entry.factory
-        if not isinstance(flag, RunFlag) or flag.kind not in (int, float, str) \
-                or len(flag.path) < 2 or not all(isinstance(p, str) for p in flag.path):
-            raise UserError(f"plugin '{entry.plugin}' registered run flag '{name}' that is "
+        if not isinstance(flag, RunFlag) or flag.kind not in (int, float, str):
+            raise UserError(f"plugin '{entry.plugin}' registered run flag '{given}' that is "
                             "not a RunFlag(path, kind int/float/str, help, ...)")
+        if not isinstance(flag.path, (tuple, list)) or len(flag.path) < 2 \
+                or not all(isinstance(p, str) and p for p in flag.path):
+            raise UserError(f"plugin '{entry.plugin}' registered run flag '{given}' whose path "
+                            f"{flag.path!r} is not a tuple of keys, e.g. "
+                            "(\"search\", \"options\", \"population\")")
+        name = given.replace("-", "_")  # `length-budget` and `length_budget`: one flag
         if not (name.isascii() and name.isidentifier()):  # "bad name!" was a traceback
-            raise UserError(f"plugin '{entry.plugin}' registered run flag {name!r}: a flag's "
-                            "name is letters, digits and underscores (--NAME-WITH-DASHES)")
+            raise UserError(f"plugin '{entry.plugin}' registered run flag {given!r}: a flag's "
+                            "name is letters, digits, underscores or dashes (--NAME-WITH-"
+                            "DASHES)")
         if name in PLACES or flag_name(name) in taken:
             raise plugins.NameConflict(f"run flag '{name}' is Coral's own; plugin "
                                        f"'{entry.plugin}' cannot add it (disable the plugin "
                                        "with CORAL_DISABLE_PLUGINS)")
-        found[name] = flag
+        if name in found:
+            raise plugins.NameConflict(f"run flag {flag_name(name)} is registered twice "
+                                       f"(plugin '{entry.plugin}' registered it as '{given}')")
+        found[name] = replace(flag, path=tuple(flag.path))
     return found
 
 

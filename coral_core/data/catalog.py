@@ -9,7 +9,7 @@ from typing import Any
 from coral_core import plugins
 from coral_core.data.locate import fetched_dir, find_dataset_dir, is_folder
 from coral_core.errors import UserError
-from coral_core.run.factories import build_dataset
+from coral_core.run.factories import build_dataset, check_tasks
 from coral_core.config.blueprints import DatasetBlueprint
 from coral_core.suggest import did_you_mean
 
@@ -79,7 +79,9 @@ def problem_rows(name: str, split: str | None, data_dir: Path | None) -> list[di
     chosen = [split] if split else (["all"] if "all" in splits else list(splits))
     rows, seen = [], set()
     for each in chosen:
-        for task in dataset.tasks(each):
+        tasks = list(dataset.tasks(each))
+        check_tasks(name, tasks)  # a plugin's strings: a traceback here (a newcomer's pass)
+        for task in tasks:
             if task.id in seen:
                 continue
             seen.add(task.id)

@@ -140,6 +140,10 @@ def _score(scoring: Scoring, dataset: Dataset, task: Task, text: str,
     code = ""
     try:
         code = dataset.extract_code(task, text) if extract else text
+        if not isinstance(code, str):  # the plugin's contract, not this candidate's fault
+            raise UserError(f"data set '{getattr(dataset, 'name', '?')}' extract_code gave a "
+                            f"{type(code).__name__} where the candidate's code (a str) "
+                            "belongs (docs/plugins.md)")
         scored = scoring.scorer.score(Candidate(task, code))
     except UserError:  # the configuration, not this candidate: the trial stops
         raise

@@ -49,6 +49,22 @@ def build_dataset(blueprint: DatasetBlueprint) -> Dataset:
     return plugins.build("datasets", section["name"], **options)
 
 
+def check_tasks(name: str, tasks: list[Any]) -> None:
+    """What a data set plugin gave is tasks, each id once: a duplicate failed the run's
+    store with an IntegrityError traceback, and left the run directory (a red-team pass)."""
+    seen: set[str] = set()
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise UserError(f"data set '{name}' gave a {type(task).__name__} where a Task "
+                            "belongs (docs/plugins.md)")
+        if not isinstance(task.id, str) or not task.id:
+            raise UserError(f"data set '{name}' gave a task whose id is {task.id!r}; ids are "
+                            "non-empty strings")
+        if task.id in seen:
+            raise UserError(f"data set '{name}' gave task '{task.id}' twice; ids are unique")
+        seen.add(task.id)
+
+
 def data_root(dataset: Dataset) -> str:
     """The folder a data set reads (hidden from candidates), or ''."""
     return str(getattr(dataset, "root", "") or "")

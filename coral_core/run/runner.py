@@ -27,14 +27,14 @@ from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.run.factories import (build_dataset, build_evaluators, build_executor,
-                                      check_executor, check_model, check_scoring,
+                                      check_executor, check_model, check_scoring, check_tasks,
                                       model_entry)
 from coral_core.protocols import Dataset, Executor, SearchStrategy
 from coral_core.run.rundir import SUMMARY_FILE, RunInfo
 from coral_core.files.atomic import write_text_atomic
 from coral_core.results.heatmap import write_heatmap
 from coral_core.run.lifecycle import Lifecycle, hook_errors
-from coral_core.config.options import accepts, check_types
+from coral_core.config.options import accepts, check_table
 from coral_core.results.paired import ranking_figure, runner_up_comparison
 from coral_core.run.store import RunStore, RunStoreError, TrialRecord
 from coral_core.suggest import did_you_mean
@@ -81,8 +81,8 @@ def build_strategy(config: Mapping[str, Any],
         raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
                         "(use strategy = \"grid\" or \"random\")")
     try:
-        check_types(factory, f"search strategy '{name}'", options,
-                    positional=0, path=("search", "options"))  # the file and line it names
+        check_table(factory, f"search strategy '{name}'", options,
+                    ("search", "options"))  # an OptionInvalid: the file and line it names
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
         raise placed(error, where) from None
@@ -91,8 +91,11 @@ def build_strategy(config: Mapping[str, Any],
 def placed(error: OptionInvalid, where: Callable[[tuple[str, ...]], str]) -> UserError:
     """The error, said at the file and line (or the flag) that set its key."""
     at = where(error.path)
-    flag = next((launch.flag_name(flag) for flag, path in launch.places().items()
-                 if path == error.path), None)
+    places = launch.places()  # the flag that set the key, or one that set a key within it
+    flag = next((launch.flag_name(flag) for flag, path in places.items()
+                 if path == error.path), None) or next(
+        (launch.flag_name(flag) for flag, path in places.items()
+         if path[:len(error.path)] == error.path), None)
     if at == "command line" and flag:
         at = f"command line ({flag})"
     known = at and at != "the defaults"  # a factory's own default names no file
@@ -162,22 +165,6 @@ class PreparedRun:
         self.executor.close()
 
 
-def _check_tasks(name: str, tasks: list[Any]) -> None:
-    """What a data set plugin gave is tasks, each id once: a duplicate failed the run's
-    store with an IntegrityError traceback, and left the run directory (a red-team pass)."""
-    seen: set[str] = set()
-    for task in tasks:
-        if not isinstance(task, Task):
-            raise UserError(f"data set '{name}' gave a {type(task).__name__} where a Task "
-                            "belongs (docs/plugins.md)")
-        if not isinstance(task.id, str) or not task.id:
-            raise UserError(f"data set '{name}' gave a task whose id is {task.id!r}; ids are "
-                            "non-empty strings")
-        if task.id in seen:
-            raise UserError(f"data set '{name}' gave task '{task.id}' twice; ids are unique")
-        seen.add(task.id)
-
-
 def select_tasks(dataset: Dataset, section: Mapping[str, Any],
                  where: Callable[[tuple[str, ...]], str] = _nowhere) -> tuple[Task, ...]:
     """The tasks a `[dataset]` section selects: its split (one the data set has), its
@@ -190,7 +177,7 @@ def select_tasks(dataset: Dataset, section: Mapping[str, Any],
                         f"{did_you_mean(split, splits)} (data set '{section['name']}' has "
                         f"{', '.join(splits)})")
     tasks = list(dataset.tasks(split, problems))
-    _check_tasks(section["name"], tasks)
+    check_tasks(section["name"], tasks)
     missing = [p for p in problems if p not in {t.id for t in tasks}]
     if missing:
         at = where(("dataset", "problems"))

@@ -11,7 +11,7 @@ from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.execution import ExecutionContext, code_digest
 from coral_core.protocols import Evaluator
-from coral_core.types import Candidate, ScoredCandidate, Task
+from coral_core.types import Candidate, Evaluation, ScoredCandidate, Task
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,13 @@ class Scorer:
         self.gate = gate
         names: dict[str, str] = {}
         for evaluator in self.evaluators:
-            for objective in evaluator.objectives:
+            declared = getattr(evaluator, "objectives", None)
+            if isinstance(declared, (str, bytes)) or not isinstance(declared, (tuple, list)) \
+                    or not all(isinstance(name, str) and name for name in declared):
+                raise UserError(f"evaluator '{getattr(evaluator, 'name', '?')}' declares "
+                                f"objectives = {declared!r}: give a tuple of names, e.g. "
+                                "(\"length\",) (docs/plugins.md)")
+            for objective in declared:
                 if objective in names:
                     raise UserError(f"objective '{objective}' is produced by both "
                                     f"'{names[objective]}' and '{evaluator.name}'")
@@ -124,7 +130,15 @@ class Scorer:
     def _evaluate(self, evaluator: Evaluator, candidate: Candidate,
                   objectives: dict[str, float], details: dict[str, Any]) -> None:
         evaluation = evaluator.evaluate(candidate, self.context)
+        if not isinstance(evaluation, Evaluation):  # the plugin's contract, not a candidate's
+            raise UserError(f"evaluator '{evaluator.name}' returned a "
+                            f"{type(evaluation).__name__}, not an Evaluation(objectives="
+                            "{...}) (docs/plugins.md)")
         for name in evaluator.objectives:
+            if name not in evaluation.objectives:
+                raise UserError(f"evaluator '{evaluator.name}' gave no objective '{name}', "
+                                "which its `objectives` declare (it gave: "
+                                f"{', '.join(map(str, evaluation.objectives)) or 'none'})")
             given = evaluation.objectives[name]
             if isinstance(given, bool) or not isinstance(given, numbers.Real):
                 # a "0.9" or a True was taken as a number (a red-team plugin)
