@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional
 import typer
 
 from coral_core.errors import UserError
-from coral_core.results.grids import Column, Grid
+from coral_core.results.grids import Column, Grid, printable
 
 
 def evaluate(
@@ -177,11 +177,12 @@ def _grid(doc: Mapping[str, Any]) -> Grid:
 
     tests = doc["tests"]
     if doc.get("error") and not tests["total"] and not doc["objectives"]:
-        return Grid(f"{doc['file']} - {doc['problem']}: NOT SCORED", (Column("why"),),
+        return Grid(f"{printable(doc['file'], keep='')} - {doc['problem']}: NOT SCORED",
+                    (Column("why"),),
                     ((doc["error"],),))  # nothing ran: no empty table of tests
     verdict = "PASSED" if doc["passed"] else "FAILED"
     objectives = ", ".join(f"{k} {number(v)}" for k, v in doc["objectives"].items())
-    return Grid(f"{doc['file']} - {doc['problem']}: {verdict} "
+    return Grid(f"{printable(doc['file'], keep='')} - {doc['problem']}: {verdict} "
                 f"({tests['passed']}/{tests['total']} tests)",
                 (Column("test", key=True), Column("status"), Column("detail")),
                 tuple((o["test"], o["status"], o["detail"]) for o in doc["outcomes"]),

@@ -59,6 +59,12 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     (folder / "gcd.py").write_text(correct.read_text())
     (folder / "gcd__latin1.py").write_bytes("# caf\xe9\n".encode("latin-1"))
     os.mkfifo(folder / "gcd__fifo.py")
+    # a red-team pass: a link out of the folder was read, and /etc/passwd's first line came
+    # back in a SyntaxError; a link to a file in the folder is that file
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:secret\n")
+    (folder / "gcd__out.py").symlink_to(secret)
+    (folder / "gcd__in.py").symlink_to(folder / "gcd.py")
     result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
                        "--json", env=coral_env(data_dir), timeout=120)
     assert result.returncode == 0, result.stderr
@@ -67,6 +73,20 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     assert "not UTF-8" in by_file["gcd__latin1.py"]["error"]
     assert "FIFO" in by_file["gcd__fifo.py"]["error"]
     assert not by_file["gcd__fifo.py"]["passed"]
+    assert "is a link that leads out of" in by_file["gcd__out.py"]["error"]
+    assert "secret" not in result.stdout.replace(str(secret), "")
+    assert by_file["gcd__in.py"]["passed"] is True
+    for name in ("gcd__out.py", "gcd__in.py"):
+        os.unlink(folder / name)
+    forged = folder / "gcd__x\ngcd.py - gcd: PASSED.py"  # a red-team pass
+    forged.write_text("def gcd(a, b):\n    return 0\n")
+    shown = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                      env=coral_env(data_dir, COLUMNS="200"), timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "gcd__x\\ngcd.py - gcd: PASSED.py - gcd: FAILED" in shown.stdout
+    assert not any(line.startswith("gcd.py - gcd: PASSED") for line in
+                   shown.stdout.splitlines())
+    forged.unlink()
     table = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
                       env=coral_env(data_dir, COLUMNS="160"), timeout=120)
     assert table.returncode == 0, table.stderr

@@ -376,6 +376,23 @@ class TestA:
 
 
 TestB = TestA
+
+
+class Helper:  # a red-team pass: bound at module level, pytest 9 errors on `self`, `cls`
+    def test_b(self):
+        assert bitcount(127) == 7
+
+    @classmethod
+    def c(cls):
+        assert bitcount(127) == 7
+
+
+test_bound = Helper().test_b
+test_bound_classmethod = Helper.c
+
+
+class TestBorrows:
+    test_bound_in_a_class = Helper().test_b
 """
 
 
@@ -406,7 +423,7 @@ def _pytest_outcomes(data_dir, tmp_path, text):
 
 
 @pytest.mark.parametrize("text, count", [(COLLECTION, 16), (MARKS, 1), (XFAILS, 14),
-                                         (PHASES, 9)],
+                                         (PHASES, 12)],
                          ids=["collection", "xunit", "marks", "phases"])
 def test_tests_are_collected_and_judged_as_pytest_does(scoring, data_dir, tmp_path, text,
                                                        count):

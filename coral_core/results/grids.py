@@ -72,9 +72,11 @@ def _cell(text: str) -> str:
     return " ".join(printable(text).split()).replace("|", "\\|") or " "
 
 
-def printable(text: str) -> str:
-    """Control characters (terminal escapes a candidate printed) shown as escapes."""
-    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+def printable(text: str, keep: str = "\n\t") -> str:
+    """Control characters (terminal escapes a candidate printed) shown as escapes, but for
+    those in `keep` (none for a name on one line: a file name's newline forged a verdict
+    line)."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
 def markdown(grid: Grid) -> str:

@@ -26,8 +26,10 @@ class CandidateFile:
     label: str = ""
 
 
-def read_candidate(path: Path) -> str:
-    return read_text(path, limit=CANDIDATE_BYTES, what="candidate")
+def read_candidate(path: Path, within: Path | None = None) -> str:
+    """A candidate file's text; `within`, its folder: a link in it that leads out (to
+    /etc/passwd, whose first line came back in a SyntaxError) is refused."""
+    return read_text(path, limit=CANDIDATE_BYTES, what="candidate", within=within)
 
 
 def files_in(directory: Path) -> list[CandidateFile]:
@@ -145,7 +147,8 @@ def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[Candidate
         if item.problem not in tasks:
             tasks[item.problem] = find_task(dataset, item.problem)
         try:
-            sources.append(read_candidate(item.path))
+            sources.append(read_candidate(item.path,
+                                          item.path.parent if each_on_its_own else None))
         except UserError as error:
             if not each_on_its_own:
                 raise

@@ -7,7 +7,8 @@ compared files with pytest 9 and found every place where reading the rules other
 favoured the file (a test that fails on the correct program left uncollected, skipped or
 passed scores bug_revealed 1.0); docs/testgen.md lists what is followed.
 
-Collected: functions named test* (and what pytest unwraps to one: a bound method, a
+Collected: functions named test* (and what pytest unwraps to one: a bound method in a
+class (at module level pytest errors on its `self`, and so does Coral), a
 functools.partial, a decorator's `__wrapped__`), classes named Test* without __init__ or
 __new__, nested ones too, with their test* methods, static and class methods and those
 they inherit (a base class's first); the program's function imported under a test* name
@@ -212,6 +213,13 @@ def _real_function(value):
     return None
 
 
+def _first_parameter(method):
+    try:
+        return next(iter(inspect.signature(method.__func__).parameters))
+    except (StopIteration, TypeError, ValueError):
+        return "self"
+
+
 def _collect(module, container, owner, prefix, scopes):
     items = []
     for name, value in _members(container):
@@ -227,6 +235,13 @@ def _collect(module, container, owner, prefix, scopes):
             items.append(Item(prefix + name, None, value, owner, None, {},
                               "error: the program's function %s is collected as a test, and "
                               "its arguments would be fixtures" % value.name, [], scopes))
+            continue
+        if owner is None and isinstance(value, types.MethodType):
+            # pytest 9 takes a bound method's `self` (a classmethod's `cls`) for a fixture
+            # at module level, and errors; in a class it calls it (a red-team pass)
+            items.append(Item(prefix + name, None, value, owner, None, {},
+                              "error: fixture '%s' not found" % _first_parameter(value),
+                              [], scopes))
             continue
         function = _real_function(value)
         if function is not None:
