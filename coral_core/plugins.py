@@ -253,6 +253,8 @@ def _make_manager() -> tuple[pluggy.PluginManager, dict[str, str], dict[str, str
         try:
             manager.register(plugin, name=name)
         except pluggy.PluginValidationError as error:  # e.g. `coral_register_datasets(reg)`
+            if manager.is_registered(plugin):  # pluggy keeps the hooks it added before
+                manager.unregister(plugin)
             failures[name] = _failed(name, "does not fit Coral's hooks",
                                      UserError(" ".join(str(error).split())))
             continue
@@ -270,8 +272,8 @@ def _hook_mistakes(manager: pluggy.PluginManager, plugin: Any) -> list[str]:
     mistakes = [f"{name} is no hook of Coral's{did_you_mean(name, known)}; it is never "
                 "called (docs/plugins.md lists the hooks)"
                 for name in sorted(implemented - known)]
-    for name in sorted(vars(plugin) if hasattr(plugin, "__dict__") else ()):
-        if name in known and name not in implemented and callable(getattr(plugin, name)):
+    for name in sorted(known & set(dir(plugin)) - implemented):
+        if callable(getattr(plugin, name, None)):
             mistakes.append(f"{name} is not marked @hookimpl (from coral_core.hookspecs), "
                             "so it is never called")
     return mistakes

@@ -393,7 +393,11 @@ def test_hook_mistakes_are_said_not_silent_or_a_traceback(tmp_path, monkeypatch,
         from coral_core.hookspecs import hookimpl
 
         @hookimpl
-        def coral_register_datasets(reg):
+        def coral_register_datasets(register):  # pluggy adds it, then refuses the next
+            register("slipped", object)
+
+        @hookimpl
+        def coral_register_models(reg):
             reg("slipped", object)
     ''', "coral_slip_names": '''
         from coral_core.hookspecs import hookimpl
@@ -411,6 +415,7 @@ def test_hook_mistakes_are_said_not_silent_or_a_traceback(tmp_path, monkeypatch,
     assert param.status == "failed" and "reg" in param.error and "\n" not in param.error
     assert "plugin 'param' does not fit Coral's hooks and was skipped" in caplog.text
     assert "baseline" in registry.names("models")  # the others load as before
+    assert "slipped" not in registry.names("datasets")  # nothing of the skipped one
     assert ("plugin 'names': coral_register_dataset is no hook of Coral's (did you mean "
             "'coral_register_datasets'") in caplog.text
     assert "plugin 'names': coral_register_models is not marked @hookimpl" in caplog.text

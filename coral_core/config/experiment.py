@@ -260,9 +260,10 @@ def digest(config: Mapping[str, Any]) -> str:
 
 
 def absolute_paths(config: Mapping[str, Any], base: Path) -> dict[str, Any]:
-    """A copy with non-empty `dataset.data_dir`, `model.adapter`, `run.out` and the data
-    set's task file (`dataset.options.path`, `--data`) made absolute against `base` (`~`
-    expanded; the paths need not exist), so that a run resumes from any folder."""
+    """A copy with non-empty `dataset.data_dir`, `model.adapter` and `run.out` made absolute
+    against `base` (`~` expanded; the paths need not exist), and the data set's task file
+    (`dataset.options.path`, `--data`) where it names one that exists, so that a run
+    resumes from any folder."""
     result = _plain(config)
     for section, key in PATH_KEYS:
         value = result.get(section, {}).get(key)
@@ -270,7 +271,9 @@ def absolute_paths(config: Mapping[str, Any], base: Path) -> dict[str, Any]:
             result[section][key] = _absolute(value, base)
     options = result.get("dataset", {}).get("options")
     if isinstance(options, dict) and isinstance(options.get("path"), str) and options["path"]:
-        options["path"] = _absolute(options["path"], base)
+        found = _absolute(options["path"], base)
+        if os.path.exists(found):  # a file; a plugin's `path` may be a URL or a hub id
+            options["path"] = found
     return result
 
 

@@ -168,6 +168,15 @@ def check_plain(path: str | os.PathLike[str], what: str = "file") -> None:
                         "writes there)")
 
 
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # a database's files, each written in place
+
+
+def check_sqlite_files(path: str | os.PathLike[str], what: str) -> None:
+    """`check_plain` for a SQLite database and the files SQLite keeps beside it."""
+    for suffix in SQLITE_SUFFIXES:
+        check_plain(f"{os.fspath(path)}{suffix}", what)
+
+
 def open_plain(path: str | os.PathLike[str], what: str = "file") -> int:
     """A read-write descriptor of `path`, created (0644) if absent, never truncated and
     never through a link: a symbolic link fails to open (O_NOFOLLOW), and what opened is

@@ -87,7 +87,8 @@ def _keep_access(descriptor: int, target: Path) -> None:
     except FileNotFoundError:
         return
     if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (os.getuid(), os.getgid()):
-        os.fchown(descriptor, info.st_uid, info.st_gid)
+        with contextlib.suppress(PermissionError):  # root squashed on a network mount
+            os.fchown(descriptor, info.st_uid, info.st_gid)
     os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & 0o777)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core.files.decoding import json_value
-from coral_core.files.fileio import check_plain
+from coral_core.files.fileio import check_sqlite_files
 from coral_core.errors import UserError
 
 TABLES = """
@@ -87,8 +87,7 @@ class Session:
 
         self.path = path
         if not path.is_dir():  # (a folder is said below, as the database's error)
-            for suffix in ("", "-wal", "-shm", "-journal"):  # SQLite writes each in place:
-                check_plain(f"{path}{suffix}", "session file")  # never through a link
+            check_sqlite_files(path, "session file")  # never written through a link
         foreign = _foreign_tables(path)
         if foreign:
             raise UserError(f"{path} is a database of something else (tables: "

@@ -189,9 +189,9 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
         finally:
             store.close()
     except BaseException:
-        lock.release()
-        if made and ours:
+        if made and ours:  # removed while locked: no other run can be started in it
             shutil.rmtree(run_dir, ignore_errors=True)
+        lock.release()
         raise
     return RunInfo(run_dir, config, resumed=False), lock
 

@@ -80,9 +80,9 @@ def build_strategy(config: Mapping[str, Any],
     if section["space"] and not accepts(factory, "space"):
         raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
                         "(use strategy = \"grid\" or \"random\")")
-    try:
-        check_table(factory, f"search strategy '{name}'", options,
-                    ("search", "options"))  # an OptionInvalid: the file and line it names
+    try:  # the user's options (an OptionInvalid names the file and line), then the call
+        check_table(factory, f"search strategy '{name}'", section["options"],
+                    ("search", "options"))
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
         raise placed(error, where) from None

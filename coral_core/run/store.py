@@ -171,8 +171,7 @@ class RunStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self.read_only = read_only
-        for suffix in ("", "-wal", "-shm", "-journal"):  # SQLite opens each in place
-            fileio.check_plain(f"{self.path}{suffix}", "run store file")
+        fileio.check_sqlite_files(self.path, "run store file")
         try:
             if read_only:
                 self._db = _open_read_only(self.path)

@@ -130,13 +130,17 @@ class Scorer:
     def _evaluate(self, evaluator: Evaluator, candidate: Candidate,
                   objectives: dict[str, float], details: dict[str, Any]) -> None:
         evaluation = evaluator.evaluate(candidate, self.context)
-        if not isinstance(evaluation, Evaluation):  # the plugin's contract, not a candidate's
+        # the plugin's contract, broken whatever the candidate: the trial stops
+        if not isinstance(evaluation, Evaluation):
             raise UserError(f"evaluator '{evaluator.name}' returned a "
                             f"{type(evaluation).__name__}, not an Evaluation(objectives="
                             "{...}) (docs/plugins.md)")
+        if not isinstance(evaluation.objectives, Mapping):
+            raise UserError(f"evaluator '{evaluator.name}' returned objectives that are a "
+                            f"{type(evaluation.objectives).__name__}, not a mapping")
         for name in evaluator.objectives:
-            if name not in evaluation.objectives:
-                raise UserError(f"evaluator '{evaluator.name}' gave no objective '{name}', "
+            if name not in evaluation.objectives:  # maybe on one path: this candidate's
+                raise TypeError(f"evaluator '{evaluator.name}' gave no objective '{name}', "
                                 "which its `objectives` declare (it gave: "
                                 f"{', '.join(map(str, evaluation.objectives)) or 'none'})")
             given = evaluation.objectives[name]

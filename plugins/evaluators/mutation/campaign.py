@@ -26,7 +26,7 @@ from .exact import restore
 from .workers import NotImported, WorkerDied, WorkerProcess, start_worker
 from .score import summarize, unavailable, verdict_of
 from coral_core.mutation.fingerprint import file_digest, tests_digest
-from coral_core.files.fileio import is_within, same_file
+from coral_core.files.fileio import SQLITE_SUFFIXES, is_within, same_file
 from coral_core.mutation.session import Session, Verdict
 from . import incremental
 
@@ -268,7 +268,7 @@ def _session_run(session_path: Path, resume: bool, fresh: bool, meta_now: dict,
     except UserError:
         if created and not session.done():  # refused before a verdict: leave nothing
             session.close()
-            for end in ("", "-wal", "-shm", "-journal"):
+            for end in SQLITE_SUFFIXES:
                 Path(f"{session_path}{end}").unlink(missing_ok=True)
         raise
     finally:

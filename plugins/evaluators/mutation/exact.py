@@ -16,11 +16,13 @@ LINKED = {".git", ".hg", ".svn", "node_modules", ".tox", ".nox", ".venv", "venv"
 BIG_FILE = 8 << 20  # bytes: a bigger file is linked, not copied
 
 
-def copy_project(source: str, dest: str) -> None:
+def copy_project(source: str, dest: str, own: str = "") -> None:
     """Copy the project folder `source` to `dest`: regular files copied, symbolic links kept
     as they are (a relative one points into the copy), virtual environments, version
     control and files over BIG_FILE linked to the original, caches left out (and `dest`
-    itself, should it lie inside the project)."""
+    itself, should it lie inside the project). The file `own` (the module the mutants are
+    written into) is always copied: through a link, a 9 MiB module's mutants were written
+    into the user's file (a red-team pass)."""
     inside = {os.path.realpath(dest)}
     for folder, subfolders, files in os.walk(source):
         here = os.path.join(dest, os.path.relpath(folder, source))
@@ -42,35 +44,10 @@ def copy_project(source: str, dest: str) -> None:
             if os.path.islink(path):
                 os.symlink(os.readlink(path), target)
             elif os.path.isfile(path):
-                if os.path.getsize(path) > BIG_FILE:
+                if os.path.getsize(path) > BIG_FILE and path != own:
                     os.symlink(path, target)
                 else:
                     shutil.copy2(path, target)
-
-
-def own_module_file(copy: str, relative: str) -> str:
-    """The module's file in the copy, made the copy's own: a folder on the way that is a
-    link is replaced by a copy of what it links to, and a file that is a link (the project's
-    own, or one over BIG_FILE) or shares its inode by a copy of its bytes. A mutant written
-    into it then never reaches the user's file (a red-team pass saw a 9 MiB module's
-    mutants written into the original through its link)."""
-    here = copy
-    for part in os.path.dirname(relative).split(os.sep):
-        if part in ("", os.curdir):
-            continue
-        here = os.path.join(here, part)
-        if os.path.islink(here):
-            real = os.path.realpath(here)
-            os.unlink(here)
-            copy_project(real, here)
-    path = os.path.join(here, os.path.basename(relative))
-    if os.path.islink(path) or os.stat(path).st_nlink > 1:
-        with open(path, "rb") as handle:
-            data = handle.read()
-        os.unlink(path)
-        with open(path, "xb") as handle:
-            handle.write(data)
-    return path
 
 
 def forget_bytecode(module_file: str) -> None:

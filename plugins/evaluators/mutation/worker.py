@@ -175,7 +175,6 @@ class Worker(_Phases):
         self.events_fd = -1
         self.copy: str | None = None
         self.original = b""
-        self.target = ""  # the module's file in the copy, once made
         self.hypothesis = False  # the tests use Hypothesis (hypothesis_runs)
 
     # -- pytest hooks ---------------------------------------------------------------------
@@ -273,14 +272,13 @@ class Worker(_Phases):
     def run_exact(self, source: str, spec: dict) -> dict:
         """One run the way cosmic-ray runs it: the mutant written into the copy, a fresh
         `python -m pytest` there (this worker's child, so it is supervised the same way)."""
-        if self.copy is None:
-            self.copy = os.path.join(self.scratch, "project")
-            exact.copy_project(self.project, self.copy)
-            self.target = exact.own_module_file(
-                self.copy, os.path.relpath(self.module_path, self.project))
+        if self.copy is None:  # kept once whole: a half-made copy is never used
+            copy = os.path.join(self.scratch, "project")
+            exact.copy_project(self.project, copy, own=self.module_path)
             with open(self.module_path, "rb") as handle:
                 self.original = handle.read()
-        target = self.target
+            self.copy = copy
+        target = os.path.join(self.copy, os.path.relpath(self.module_path, self.project))
         tests = spec.get("tests")
         args = list(self.pytest_args) if tests is None else \
             [arg for arg in self.pytest_args if arg.startswith("-")] + list(tests)

@@ -213,13 +213,6 @@ def _real_function(value):
     return None
 
 
-def _first_parameter(method):
-    try:
-        return next(iter(inspect.signature(method.__func__).parameters))
-    except (StopIteration, TypeError, ValueError):
-        return "self"
-
-
 def _collect(module, container, owner, prefix, scopes):
     items = []
     for name, value in _members(container):
@@ -237,12 +230,9 @@ def _collect(module, container, owner, prefix, scopes):
                               "its arguments would be fixtures" % value.name, [], scopes))
             continue
         if owner is None and isinstance(value, types.MethodType):
-            # pytest 9 takes a bound method's `self` (a classmethod's `cls`) for a fixture
-            # at module level, and errors; in a class it calls it (a red-team pass)
-            items.append(Item(prefix + name, None, value, owner, None, {},
-                              "error: fixture '%s' not found" % _first_parameter(value),
-                              [], scopes))
-            continue
+            # pytest 9 calls a bound method's function at module level, its `self` (a
+            # classmethod's `cls`) a fixture it lacks; in a class it calls the method
+            value = value.__func__  # (a red-team pass saw it pass and earn kills)
         function = _real_function(value)
         if function is not None:
             items.extend(_expand(prefix + name, value, function, owner,
