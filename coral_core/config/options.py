@@ -104,9 +104,10 @@ def unknown_options(factory: Callable[..., Any], names: list[str], label: str,
                     positional: int = 1) -> str | None:
     """A one-line complaint about the first name `factory` does not take, or None."""
     found = _first_unknown(factory, names, positional)
-    if found is None:
-        return None
-    name, schema = found
+    return None if found is None else _no_option(label, *found)
+
+
+def _no_option(label: str, name: str, schema: dict[str, Any]) -> str:
     listing = ", ".join(sorted(schema)) or "none"
     return f"{label} has no option '{name}'{did_you_mean(name, schema)} (options: {listing})"
 
@@ -126,8 +127,8 @@ def check_table(factory: Callable[..., Any], label: str, options: Mapping[str, A
     which file and line (or flag) set it."""
     found = _first_unknown(factory, list(options), positional)
     if found is not None:
-        raise OptionInvalid(path + (found[0],), f"[{'.'.join(path)}]: " + str(
-            unknown_options(factory, [found[0]], label, positional)))
+        raise OptionInvalid(path + (found[0],),
+                            f"[{'.'.join(path)}]: " + _no_option(label, *found))
     check_types(factory, label, options, positional, path)
 
 
