@@ -28,13 +28,14 @@ run: install
 	@if [ -z "$$CORAL_DATA_DIR" ]; then $(BIN)/coral datasets fetch quixbugs; fi
 	$(BIN)/coral run --plugin quixbugs
 
-# Each test file whole on one pytest worker (its module-scoped fixtures are built once). The
+# Each test file whole on one pytest worker (its module-scoped fixtures are built once), the
+# longest files first (tests/schedule.py: xdist's own reordering would undo that). The
 # plain pass runs one worker more than there are cores (at most 4): many tests wait on the
 # processes they start. Beside the hogs, one per core (a third was slower on 2 cores).
 CORES ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$n)
 WORKERS ?= $(shell n=$$(nproc); [ $$n -ge 4 ] && echo 4 || echo $$((n + 1)))
-PARALLEL := -n $(WORKERS) --dist loadfile
-LOADED_PARALLEL := -n $(CORES) --dist loadfile
+PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+LOADED_PARALLEL := -n $(CORES) --dist loadfile --no-loadscope-reorder
 
 # Every test once: the load-sensitive ones (marked `loaded`: the sandbox, every objective,
 # CPU budgets) beside two CPU-bound processes per core, where a verdict that depends on the

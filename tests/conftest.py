@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytest_plugins = ("serve_fixture", "tiers")  # served_tiny_model; the slow tier (tiers.py)
+# served_tiny_model; the slow tier (tiers.py); longest files first (schedule.py)
+pytest_plugins = ("serve_fixture", "tiers", "schedule")
 
 
 def data_root() -> Path:

@@ -39,7 +39,6 @@ def files(tmp_path_factory, data_dir):
     (root / "no_py").mkdir()
     (root / "init_py").mkdir()
     (root / "init_py" / "__init__.py").write_text("")
-    (root / "init_py" / "gcd.py").write_text(good)
     (root / "dup.jsonl").write_text('{"task_id": "sieve", "task_id": "gcd", "solution": ""}\n')
     (root / "both.jsonl").write_text('{"task_id": "gcd", "solution": "", "completion": ""}\n')
     (root / "loop_a").symlink_to(root / "loop_b")

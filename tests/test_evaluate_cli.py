@@ -65,6 +65,9 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     secret.write_text("root:x:0:0:secret\n")
     (folder / "gcd__out.py").symlink_to(secret)
     (folder / "gcd__in.py").symlink_to(folder / "gcd.py")
+    # a stray file stopped the whole folder ("unknown QuixBugs problem 'utils'", exit 2)
+    (folder / "utils.py").write_text("def helper():\n    return 1\n")
+    (folder / "__init__.py").write_text("")
     result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
                        "--json", env=coral_env(data_dir), timeout=120)
     assert result.returncode == 0, result.stderr
@@ -76,7 +79,10 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     assert "is a link that leads out of" in by_file["gcd__out.py"]["error"]
     assert "secret" not in result.stdout.replace(str(secret), "")
     assert by_file["gcd__in.py"]["passed"] is True
-    for name in ("gcd__out.py", "gcd__in.py"):
+    assert "unknown QuixBugs problem 'utils'" in by_file["utils.py"]["error"]
+    assert "__init__.py names no problem" in by_file["__init__.py"]["error"]
+    assert by_file["utils.py"]["problem"] == "utils" and not by_file["utils.py"]["passed"]
+    for name in ("gcd__out.py", "gcd__in.py", "utils.py", "__init__.py"):
         os.unlink(folder / name)
     forged = folder / "gcd__x\ngcd.py - gcd: PASSED.py"  # a red-team pass
     forged.write_text("def gcd(a, b):\n    return 0\n")
@@ -96,6 +102,8 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
 
 
 def test_candidate_dir_with_an_unknown_problem_fails_before_scoring(tmp_path, data_dir):
+    """No file of the folder names a problem of the data set: the wrong --plugin, most
+    likely; one line, exit 2 (one stray file among candidates is that file's error)."""
     folder = tmp_path / "fixes"
     folder.mkdir()
     (folder / "nosuch.py").write_text("x = 1\n")

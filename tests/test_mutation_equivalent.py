@@ -116,6 +116,10 @@ def pytest_sessionfinish(session):
 
     typing.get_type_hints(calc.add)  # `int + str` raises: pytest ends in an error
 '''
+# The oracle runs three of the eleven replacements of each annotation's `|` and one of
+# `a + b`'s (each of its mutants costs a pytest start); Coral runs all 35, and the modes and
+# verdicts of every `|` on line 4 are checked below.
+ORACLE_SKIPS = r"core/(NumberReplacer|ReplaceBinaryOperator_(?!BitOr_(Add|BitAnd|Pow)$|Add_Sub$))"
 CASES = {"unread": (TESTS, None), "read": (READING, None), "fork": (FORKED, None),
          "process": (CHILD, None), "session_hook": (TESTS, LATE_HOOK),
          "at_collection": (AT_COLLECTION, None), "type": (TYPE, None),
@@ -179,10 +183,12 @@ def test_unread_annotations_are_equivalent_and_read_ones_run(tmp_path, case):
     theirs = project(tmp_path / "theirs", MODULE, tests)
     for root in (ours, theirs) if conftest else ():
         (root / "conftest.py").write_text(conftest)
-    expected = cosmic_ray(theirs)
+    expected = cosmic_ray(theirs, skip=ORACLE_SKIPS)
     done = run_coral(ours, "--json")
     assert done.returncode == 0, done.stderr
-    assert verdicts(ours / "s.sqlite") == expected
+    ran = verdicts(ours / "s.sqlite")
+    assert len(ran) == 35 and len(expected) == 7
+    assert {key: ran[key] for key in expected} == expected
     rows = json.loads(done.stdout)["mutants"]
     on_add = [r for r in rows if r["line"] == 4 and "BitOr" in r["operator"]]
     assert on_add  # `int | str` -> `int + str`, ...

@@ -157,9 +157,13 @@ class Extracts:
 
 
 def test_extract_code_that_gives_no_text_is_one_line_naming_the_data_set():
-    """A newcomer's pass: an AttributeError from deep in the scorer, and exit 1."""
+    """A newcomer's pass: an AttributeError from deep in the scorer, and exit 1; the same
+    from `coral evaluate --plugin fim` (its predictions are extracted as a run's are)."""
     from coral_core.executors.in_process import _score
+    from coral_core.fim.predictions import score_predictions
 
-    with pytest.raises(UserError, match="data set 'extracts' extract_code gave a NoneType "
-                                        "where the candidate's code"):
+    said = "data set 'extracts' extract_code gave a NoneType where the candidate's code"
+    with pytest.raises(UserError, match=said):
         _score(None, Extracts(), _task("a"), "reply", True)
+    with pytest.raises(UserError, match=said):
+        score_predictions(Extracts(), [_task("a")], ["reply"])

@@ -490,6 +490,23 @@ def test_ray_is_imported_only_by_a_run_that_names_it(env):
     assert "ray" in plugins.registry().names("executors")
 
 
+def test_a_ray_that_fails_on_import_is_one_line_naming_the_settings(tmp_path, monkeypatch):
+    """Ray reads its RAY_* settings on import; a bad one raised from deep inside it (a
+    traceback, exit 1). A package that fails on import as it did stands in for Ray."""
+    from coral_core.errors import UserError
+    from coral_core.executors.ray_cluster import import_ray
+
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text(
+        "raise ValueError(\"invalid literal for int() with base 10: 'x'\")\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "ray")
+    monkeypatch.setenv("RAY_backend_log_level", "x")
+    with pytest.raises(UserError, match=r"^Ray could not be imported: ValueError: invalid "
+                                        r"literal .*'x' \(check .*RAY_backend_log_level"):
+        import_ray()
+
+
 def test_a_batch_goes_to_the_actor_that_holds_its_adapter_unless_it_lags():
     from coral_plugins.executors.ray.executor import _Member, choose_generator
 

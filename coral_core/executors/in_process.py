@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
-from coral_core.run.factories import Scoring, build_dataset, build_model, build_scoring
+from coral_core.run.factories import (Scoring, build_dataset, build_model, build_scoring,
+                                      extracted_code)
 from coral_core.protocols import Dataset, Model
 from coral_core.scoring.scorer import failed_candidate
 from coral_core.types import Candidate, Generation, GenerationRequest, ScoredCandidate, Task
@@ -139,11 +140,7 @@ def _score(scoring: Scoring, dataset: Dataset, task: Task, text: str,
     started = time.perf_counter()
     code = ""
     try:
-        code = dataset.extract_code(task, text) if extract else text
-        if not isinstance(code, str):  # the plugin's contract, not this candidate's fault
-            raise UserError(f"data set '{getattr(dataset, 'name', '?')}' extract_code gave a "
-                            f"{type(code).__name__} where the candidate's code (a str) "
-                            "belongs (docs/plugins.md)")
+        code = extracted_code(dataset, task, text) if extract else text
         scored = scoring.scorer.score(Candidate(task, code))
     except UserError:  # the configuration, not this candidate: the trial stops
         raise

@@ -45,6 +45,12 @@ def import_ray() -> Any:
     except ImportError:
         raise UserError("--executor ray needs Ray: pip install 'coral-engine[ray]' (on the "
                         "driver and on every node of the cluster)") from None
+    except Exception as error:  # Ray reads its settings (RAY_*) from the environment on import
+        settings = sorted(name for name in os.environ if name.startswith("RAY_"))
+        hint = f" (check {', '.join(settings)})" if settings else ""
+        said = (str(error).strip().splitlines() or [""])[-1]
+        raise UserError(f"Ray could not be imported: {type(error).__name__}: {said}"
+                        f"{hint}") from None
     return ray
 
 

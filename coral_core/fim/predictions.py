@@ -59,8 +59,9 @@ def score_predictions(dataset: Any, tasks: Sequence[Task], predictions: Sequence
     """The document `coral evaluate --plugin fim --json` prints: per task its objectives
     (after the data set's extraction, as a run would apply it), and the overall figures."""
     from coral_core.fim.metrics import score_many
+    from coral_core.run.factories import extracted_code
 
-    extracted = [dataset.extract_code(task, text) for task, text in zip(tasks, predictions)]
+    extracted = [extracted_code(dataset, task, text) for task, text in zip(tasks, predictions)]
     scored = score_many(extracted, [task.reference for task in tasks],
                         [str(task.metadata.get("language", "python")) for task in tasks], mode)
     rows = [{"task_id": task.id, **row, "prediction": text}

@@ -65,6 +65,17 @@ def check_tasks(name: str, tasks: list[Any]) -> None:
         seen.add(task.id)
 
 
+def extracted_code(dataset: Dataset, task: Task, text: str) -> str:
+    """The data set's extraction of a reply, checked: a plugin that returns something other
+    than a str broke its contract (the configuration's fault, not the candidate's)."""
+    code = dataset.extract_code(task, text)
+    if not isinstance(code, str):
+        raise UserError(f"data set '{getattr(dataset, 'name', '?')}' extract_code gave a "
+                        f"{type(code).__name__} where the candidate's code (a str) belongs "
+                        "(docs/plugins.md)")
+    return code
+
+
 def data_root(dataset: Dataset) -> str:
     """The folder a data set reads (hidden from candidates), or ''."""
     return str(getattr(dataset, "root", "") or "")

@@ -40,9 +40,6 @@ def files_in(directory: Path) -> list[CandidateFile]:
     found = []
     for path in sorted(directory.glob("*.py")):
         problem, _, label = path.stem.partition("__")
-        if not problem:  # __init__.py: "unknown QuixBugs problem ''", naming no file
-            raise UserError(f"--candidate-dir: {path.name} names no problem (candidate "
-                            "files are NAME.py or NAME__LABEL.py); move it out")
         found.append(CandidateFile(path, problem, label))
     if not found:
         raise UserError(f"--candidate-dir {directory} holds no .py files")
@@ -52,6 +49,29 @@ def files_in(directory: Path) -> list[CandidateFile]:
 def find_task(dataset: Dataset, problem: str) -> Task:
     split = "all" if "all" in dataset.splits else dataset.splits[0]
     return dataset.tasks(split, [problem])[0]
+
+
+def _tasks_of(dataset: Dataset, files: Sequence[CandidateFile],
+              each_on_its_own: bool) -> dict[str, Task | UserError]:
+    """Each file's problem, found. In a folder, a file that names no problem of the data
+    set (a stray helper, `__init__.py`) is that file's error, unless no file names one (the
+    wrong --plugin, most likely): then the first such error is the command's."""
+    tasks: dict[str, Task | UserError] = {}
+    for item in files:
+        if item.problem in tasks:
+            continue
+        try:
+            if not item.problem:  # __init__.py: "unknown QuixBugs problem ''", naming no file
+                raise UserError(f"--candidate-dir: {item.path.name} names no problem "
+                                "(candidate files are NAME.py or NAME__LABEL.py)")
+            tasks[item.problem] = find_task(dataset, item.problem)
+        except UserError as error:
+            if not each_on_its_own:
+                raise
+            tasks[item.problem] = error
+    if all(isinstance(found, UserError) for found in tasks.values()):
+        raise next(iter(tasks.values()))  # type: ignore[misc]
+    return tasks
 
 
 def _as_user_file(detail: str, task: Task, path: Path | None) -> str:
@@ -128,24 +148,27 @@ def document(task: Task, scoring: Scoring, code: str, path: Path | None = None,
     return result
 
 
-def unreadable(task: Task, error: UserError) -> dict[str, Any]:
+def unreadable(task: Task | str, error: UserError) -> dict[str, Any]:
     """The document of a file in a folder that could not be read (not UTF-8, not a regular
-    file, too large): an error of its own, the folder's other files still scored."""
-    return {"problem": task.id, "passed": False, "tests": dict(NO_TESTS),
+    file, too large) or names no problem of the data set (then `task` is the name): an
+    error of its own, the folder's other files still scored."""
+    if isinstance(task, str):
+        problem, seen = task, False
+    else:
+        problem, seen = task.id, task.seen_in_training
+    return {"problem": problem, "passed": False, "tests": dict(NO_TESTS),
             "outcomes": [], "objectives": {}, "fitness": 0.0,
-            "seen_in_training": task.seen_in_training, "sandboxed": None, "error": str(error)}
+            "seen_in_training": seen, "sandboxed": None, "error": str(error)}
 
 
 def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[CandidateFile],
                    *, each_on_its_own: bool = False) -> list[Mapping[str, Any]]:
     """Read every file first (bad input fails before any work), then score in parallel.
-    `each_on_its_own` (a folder of files): a file that cannot be read is that file's
-    error, not the batch's."""
-    tasks: dict[str, Task] = {}
+    `each_on_its_own` (a folder of files): a file that cannot be read, or names no problem,
+    is that file's error, not the batch's."""
+    tasks = _tasks_of(dataset, files, each_on_its_own)
     sources: list[str | UserError] = []
     for item in files:
-        if item.problem not in tasks:
-            tasks[item.problem] = find_task(dataset, item.problem)
         try:
             sources.append(read_candidate(item.path,
                                           item.path.parent if each_on_its_own else None))
@@ -157,6 +180,8 @@ def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[Candidate
 
     def one(item: CandidateFile, source: str | UserError) -> Mapping[str, Any]:
         task = tasks[item.problem]
+        if isinstance(task, UserError):
+            return unreadable(item.problem, task)
         if isinstance(source, UserError):
             return unreadable(task, source)
         return document(task, scoring, source, item.path)
