@@ -78,6 +78,10 @@ class Root(CoralGroup):
                             "%s", plugin, describe(error))
                 log.debug("traceback of plugin '%s':", plugin, exc_info=error)
                 continue
+            if not commands:  # `@cli.command` without its parentheses registers nothing
+                log.warning("plugin '%s' implements coral_register_commands but added no "
+                            "command (decorate with @cli.command(), parentheses included)",
+                            plugin)
             for name, command in commands.items():
                 if name in owners:
                     raise plugins.NameConflict(

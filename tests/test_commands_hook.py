@@ -98,6 +98,26 @@ def test_a_plugin_whose_command_hook_raises_is_one_line_and_adds_nothing(tmp_pat
     assert own.returncode == 0 and "SRC_DIR" in own.stdout
 
 
+def test_a_command_hook_that_adds_nothing_says_so(tmp_path, data_dir):
+    """`@cli.command` without its parentheses (typer takes the function for the command's
+    name and registers nothing): the command was silently missing."""
+    env = _env(tmp_path, data_dir, "bare", '''
+        from coral_core.hookspecs import hookimpl
+
+        @hookimpl
+        def coral_register_commands(cli):
+            @cli.command
+            def shout():
+                """Never added."""
+    ''')
+    result = run_coral("shout", env=env)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "coral: warning: plugin 'bare' implements coral_register_commands but added no "
+        "command (decorate with @cli.command(), parentheses included)",
+        "coral: error: No such command 'shout'."]
+
+
 @pytest.mark.parametrize("name, words", [
     ("fim", "command 'fim' is added by both 'coral_plugins.datasets.fim' and 'taker'; "
             "disable one with CORAL_DISABLE_PLUGINS"),
