@@ -68,6 +68,8 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     # a stray file stopped the whole folder ("unknown QuixBugs problem 'utils'", exit 2)
     (folder / "utils.py").write_text("def helper():\n    return 1\n")
     (folder / "__init__.py").write_text("")
+    # a red-team pass: a byte order mark (valid Python) was a SyntaxError in every test
+    (folder / "gcd__bom.py").write_bytes(b"\xef\xbb\xbf" + (folder / "gcd.py").read_bytes())
     result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
                        "--json", env=coral_env(data_dir), timeout=120)
     assert result.returncode == 0, result.stderr
@@ -82,7 +84,8 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     assert "unknown QuixBugs problem 'utils'" in by_file["utils.py"]["error"]
     assert "__init__.py names no problem" in by_file["__init__.py"]["error"]
     assert by_file["utils.py"]["problem"] == "utils" and not by_file["utils.py"]["passed"]
-    for name in ("gcd__out.py", "gcd__in.py", "utils.py", "__init__.py"):
+    assert by_file["gcd__bom.py"]["passed"] is True
+    for name in ("gcd__out.py", "gcd__in.py", "utils.py", "__init__.py", "gcd__bom.py"):
         os.unlink(folder / name)
     forged = folder / "gcd__x\ngcd.py - gcd: PASSED.py"  # a red-team pass
     forged.write_text("def gcd(a, b):\n    return 0\n")

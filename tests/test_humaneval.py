@@ -342,7 +342,10 @@ def test_results_are_never_written_into_a_folder_coral_reads(tmp_path, data_dir)
                 copy / "humaneval"),
                ("quixbugs", quixbugs, copy / "quixbugs" / "python_programs" / "gcd.py",
                 copy / "quixbugs"),
-               ("humaneval", samples, cache / "test-key", cache)]
+               ("humaneval", samples, cache / "test-key", cache),
+               # a red-team pass: another data set's folder, which this command never reads
+               ("humaneval", samples, copy / "quixbugs" / "json_testcases" / "gcd.json",
+                copy / "quixbugs")]
     for plugin, given, target, folder in targets:
         before = target.read_bytes()
         refused = run_coral("evaluate", "--plugin", plugin, "--samples", str(given),

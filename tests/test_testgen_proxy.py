@@ -46,6 +46,10 @@ def test_plain_values_cross_with_their_exact_types():
     assert str(back[-3]) == "1.10"
     nan = round_trip(float("nan"))[0]
     assert nan != nan
+    # a red-team pass: past 12,000 bits an int was refused (JSON's decimal digits stop at
+    # 4,300), and a HumanEval-shaped test of 2 ** 20000 failed its own canonical solution
+    big = [3 ** 20000, -(2 ** 50000), range(0, 10 ** 5000, 7), fractions.Fraction(3 ** 9000, 7)]
+    assert round_trip(*big) == big
 
 
 def test_containers_keep_shared_and_cyclic_structure(node_module):
@@ -116,6 +120,7 @@ def test_anything_else_is_refused(value):
     (["D", "x"], {}), (["r", 0, 1, 0], {}), (["o", "0"], {"0": ["B", "zz"]}),
     (["V", "k", [["o", "0"]]], {"0": ["l", []]}), (["V", "i", [1]], {}), (["V", "x", []], {}),
     (["M", ["t", []]], {}), (["CM", [1]], {}), (["c", "1", "j"], {}),
+    (["I", "zz"], {}), (["I", 5], {}), (["r", ["I", "-"], 1, 1], {}), (["Q", ["f", "1"], 2], {}),
 ])
 def test_malformed_data_is_refused_not_trusted(data, table):
     with pytest.raises(codec.Unsendable):

@@ -3,6 +3,7 @@ where each one's files are found, and a data set's problems with their split and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,21 @@ def location(name: str, factory: Any, data_dir: Path | None) -> str | None:
         return str(find_dataset_dir(getattr(factory, "data_name", name), data_dir))
     except UserError:
         return None
+
+
+def data_set_folders() -> list[str]:
+    """The real paths of the registered data sets' folders under $CORAL_DATA_DIR: no output
+    may be written in one, even by a command that reads none of them (`coral export -o
+    DATA/quixbugs/json_testcases/gcd.json` replaced a test file, a red-team pass)."""
+    configured = os.environ.get("CORAL_DATA_DIR")
+    if not configured:
+        return []
+    registry = plugins.registry()
+    names = {getattr(registry.entries["datasets"][name].factory, "data_name", name)
+             for name in registry.names("datasets")}
+    base = Path(configured).expanduser()
+    return [os.path.realpath(base / name) for name in sorted(names)
+            if isinstance(name, str) and is_folder(base / name)]
 
 
 def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:

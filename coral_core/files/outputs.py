@@ -28,7 +28,9 @@ from coral_core.files.fileio import is_within
 def refuse_read_folders(path: Path, what: str) -> None:
     """An output in a folder Coral reads would replace its input: `--results` written over
     HumanEval.jsonl.gz, a QuixBugs program or the cache's test key (a red-team pass)."""
-    for root in read_folders():
+    from coral_core.data.catalog import data_set_folders  # the plugins' registry: lazily
+
+    for root in sorted({*read_folders(), *data_set_folders()}):
         if is_within(path.absolute(), root):
             raise UserError(f"{what} {path} lies in {root}, which Coral reads (a data set or "
                             "its cache); write elsewhere")

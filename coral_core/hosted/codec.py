@@ -65,10 +65,8 @@ class Encoder:
         kind = type(x)
         if kind in _FLAT:
             return x
-        if kind is int:
-            if x.bit_length() > 12000:
-                raise Unsendable("an int of more than 12,000 bits")
-            return x
+        if kind is int:  # JSON's decimal digits stop at 4,300 (sys.int_max_str_digits)
+            return x if x.bit_length() <= 12000 else ["I", format(x, "x")]
         if depth > MAX_DEPTH:
             raise Unsendable("a value nested too deeply")
         if kind is float:
@@ -84,7 +82,7 @@ class Encoder:
         if kind is complex:
             return ["c", repr(x.real), repr(x.imag)]
         if kind is range:
-            return ["r", x.start, x.stop, x.step]
+            return ["r", self.value(x.start), self.value(x.stop), self.value(x.step)]
         if kind is type and _TYPES.get(x.__name__) is x:
             return ["T", x.__name__]
         if kind is fractions.Fraction:
@@ -343,6 +341,12 @@ class Decoder:
                 raise
             raise Unsendable("a malformed value") from None
 
+    def _ints(self, rest, depth):
+        ints = [self.value(i, depth + 1) for i in rest]
+        if not all(type(i) is int for i in ints):
+            raise Unsendable("a malformed value")
+        return ints
+
     def _tagged(self, tag, rest, depth):
         if tag == "o" and len(rest) == 1 and type(rest[0]) is str and rest[0] in self.objects:
             return self.objects[rest[0]]
@@ -355,10 +359,12 @@ class Decoder:
             return bytes.fromhex(_text(rest[0]))
         if tag == "c" and len(rest) == 2:
             return complex(float(_text(rest[0])), float(_text(rest[1])))
-        if tag == "r" and len(rest) == 3 and all(type(i) is int for i in rest):
-            return range(*rest)
-        if tag == "Q" and len(rest) == 2 and all(type(i) is int for i in rest):
-            return fractions.Fraction(rest[0], rest[1])
+        if tag == "I" and len(rest) == 1:
+            return int(_text(rest[0]), 16)
+        if tag == "r" and len(rest) == 3:
+            return range(*self._ints(rest, depth))
+        if tag == "Q" and len(rest) == 2:
+            return fractions.Fraction(*self._ints(rest, depth))
         if tag == "T" and len(rest) == 1 and rest[0] in _TYPES:
             return _TYPES[rest[0]]
         if tag == "D" and len(rest) == 1:

@@ -108,11 +108,27 @@ class SandboxPolicy:
                            "sources": [list(pair) for pair in self.preload_sources]})
 
 
+@functools.lru_cache(maxsize=1)
+def _user_name() -> str:
+    """Who candidates run as: `getpass.getuser()` reads USER, there being no /etc/passwd
+    in the sandbox (it failed correct HumanEval programs that upstream passes)."""
+    if os.geteuid() == 0:
+        return "nobody"  # the workers drop to NOBODY
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return "coral"
+
+
 def scrubbed_environment() -> dict[str, str]:
     """The whole environment a candidate sees: no keys, tokens or user paths."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
+        "USER": _user_name(),
+        "LOGNAME": _user_name(),
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",

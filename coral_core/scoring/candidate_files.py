@@ -28,8 +28,11 @@ class CandidateFile:
 
 def read_candidate(path: Path, within: Path | None = None) -> str:
     """A candidate file's text; `within`, its folder: a link in it that leads out (to
-    /etc/passwd, whose first line came back in a SyntaxError) is refused."""
-    return read_text(path, limit=CANDIDATE_BYTES, what="candidate", within=within)
+    /etc/passwd, whose first line came back in a SyntaxError) is refused. A UTF-8 byte
+    order mark is dropped, as Python drops it from a source file (it was a SyntaxError in
+    every test)."""
+    text = read_text(path, limit=CANDIDATE_BYTES, what="candidate", within=within)
+    return text.removeprefix("\ufeff")
 
 
 def files_in(directory: Path) -> list[CandidateFile]:

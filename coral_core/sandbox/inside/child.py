@@ -105,6 +105,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
         if not IS_INIT:  # as PID 1 the worker kills the whole namespace instead
             os.setsid()
         os.chdir(scratch)
+        _FOLDER[0] = os.path.abspath(scratch)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         out = os.open("stdout", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -282,11 +283,18 @@ def _own_cpu():
     return times.user + times.system + times.children_user + times.children_system
 
 
+_FOLDER = [""]  # the job's folder, once the child is in it (a guard may remove getcwd)
+
+
 def load_module(name, source):
+    """`__file__` is absolute, in the folder the module runs in, as an imported module's
+    is: `inspect.stack()` reads every loaded module's, and a relative one needs
+    os.getcwd(), which HumanEval's guard removes. Tracebacks keep the short name."""
     module = types.ModuleType(name)
-    module.__file__ = name.replace(".", "/") + ".py"
+    relative = name.replace(".", "/") + ".py"
+    module.__file__ = os.path.join(_FOLDER[0] or os.getcwd(), relative)
     sys.modules[name] = module
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    exec(compile(source, relative, "exec"), module.__dict__)
     return module
 
 
