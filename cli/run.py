@@ -48,7 +48,7 @@ def run(
     limit: Optional[int] = typer.Option(None, "--limit", **flag_options("dataset.limit")),
     samples: Optional[int] = typer.Option(None, "--samples", **flag_options("run.samples")),
     seed: Optional[int] = typer.Option(None, "--seed", **flag_options("run.seed")),
-    out: Optional[Path] = typer.Option(None, "--out", **flag_options("run.out")),
+    out: Optional[str] = typer.Option(None, "--out", **flag_options("run.out")),
     executor: Optional[str] = typer.Option(
         None, "--executor", **flag_options("execution.executor")),
     fail_fast: bool = typer.Option(False, "--fail-fast", **flag_options("run.fail_fast")),

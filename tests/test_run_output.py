@@ -48,3 +48,16 @@ def test_json_mode_prints_only_the_document(tmp_path, data_dir):
     assert all({"problem", "n", "c", "pass_at_k", "objectives"} <= set(p)
                for p in summary["problems"])
     assert "generate:" not in result.stderr
+
+
+def test_an_empty_out_is_the_default_run_directory(tmp_path, data_dir):
+    """A red-team pass: `--out ''` made the current folder the run directory (typer read
+    it as the path '.'); "" means runs/DATASET-MODEL-TIMESTAMP, as in a config file."""
+    result = run_coral("run", "--plugin", "quixbugs", "--model", "reference", "--split",
+                       "train", "--problems", "gcd", "--samples", "1", "--out", "",
+                       env=coral_env(data_dir), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "config.toml").exists()
+    made = list((tmp_path / "runs").iterdir())
+    assert len(made) == 1 and made[0].name.startswith("quixbugs-reference-")
+    assert (made[0] / "summary.json").is_file()

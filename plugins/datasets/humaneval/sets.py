@@ -114,7 +114,8 @@ class HumanEvalShaped:
             known = self._index[split] = {r.task_id: r for r in records}
         missing = [p for p in problems if p not in known]
         if missing:
-            raise UserError(f"{self.name}: no task '{missing[0]}' in the {split} split"
+            where = "any split" if split == "all" else f"the {split} split"
+            raise UserError(f"{self.name}: no task '{missing[0]}' in {where}"
                             f"{did_you_mean(missing[0], known)}")
         return [self.task(known[p], split) for p in problems]
 
