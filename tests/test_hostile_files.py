@@ -442,6 +442,10 @@ def test_a_summary_that_is_a_folder_is_refused_before_any_work(run_copy, env):
     (run / "summary.json").unlink(missing_ok=True)
     (run / "summary.json").mkdir()
     _refused(run_measured("run", "--resume", str(run), env=env), "summary.json is not a file")
+    # a red-team pass: a grid's heatmap.png as a folder failed the run after all its work
+    (run / "summary.json").rmdir()
+    (run / "heatmap.png" / "x").mkdir(parents=True)
+    _refused(run_measured("run", "--resume", str(run), env=env), "heatmap.png is not a file")
 
 
 def test_an_emptied_store_is_refused_without_being_written(run_copy, env):

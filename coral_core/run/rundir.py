@@ -26,6 +26,7 @@ from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.files.fileio import CONFIG_BYTES, open_plain, read_text
 from coral_core.files.outputs import refuse_read_folders
+from coral_core.results.heatmap import HEATMAP_FILE
 from coral_core.run.store import RunStore
 from coral_core.switches import result_switches
 
@@ -218,9 +219,10 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
                         f"{RunStore.FILENAME})")
     summary = run_dir / SUMMARY_FILE
-    if summary.exists() and not summary.is_symlink() and not summary.is_file():
-        raise UserError(f"{summary} is not a file (the run writes its summary there at the "
-                        "end); move it away and resume")
+    for written in (summary, run_dir / HEATMAP_FILE):  # at the end: refused now, not then
+        if written.exists() and not written.is_symlink() and not written.is_file():
+            raise UserError(f"{written} is not a file (the run writes it at the end); move "
+                            "it away and resume")
     lock = RunLock(run_dir).acquire()
     try:
         config = read_config(run_dir)
