@@ -65,7 +65,7 @@ def run(
     from coral_core.files.outputs import refuse_read_folders
     from coral_core.run.rundir import (
         check_new_run_dir, create_run, default_run_dir, open_run, record_relocation)
-    from coral_core.run.runner import Interrupted, check_run, execute, prepare
+    from coral_core.run.runner import Interrupted, check_resume, check_run, execute, prepare
 
     from .output import note, print_json, reserve_stdout, show_results
     from .progress import progress_for
@@ -85,6 +85,7 @@ def run(
         try:
             session = prepare(info.config, info.run_dir)
             try:
+                check_resume(info, session)
                 record_relocation(info, relocate)  # only what the run accepted
             except BaseException:
                 session.close()

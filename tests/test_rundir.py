@@ -166,6 +166,14 @@ def test_resume_refuses_a_task_that_changed_since_the_run_began(
                     else original + "\n# edited\n")
     _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
                     "task 'sieve' of trial 0 is not what it was when the run began")
+    # a red-team pass: refused, a resume with another --data-dir had still written it into
+    # config.toml, and every later resume read the edited copy
+    before = (run_dir / "config.toml").read_bytes()
+    shutil.copytree(copy / "quixbugs", tmp_path / "moved" / "quixbugs")
+    _one_line_error(run_coral("run", "--resume", str(run_dir), "--data-dir",
+                              str(tmp_path / "moved"), env=env),
+                    "task 'sieve' of trial 0 is not what it was when the run began")
+    assert (run_dir / "config.toml").read_bytes() == before
     path.write_text(original)
     resumed = run_coral("run", "--resume", str(run_dir), "--json", env=env)
     assert resumed.returncode == 0, resumed.stderr

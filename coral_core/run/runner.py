@@ -38,7 +38,8 @@ from coral_core.config.options import accepts, check_table
 from coral_core.results.paired import ranking_figure, runner_up_comparison
 from coral_core.run.store import RunStore, RunStoreError, TrialRecord
 from coral_core.suggest import did_you_mean
-from coral_core.run.trial import NoProgress, Progress, SharedProgress, TrialPlan, TrialRun
+from coral_core.run.trial import (NoProgress, Progress, SharedProgress, TrialPlan, TrialRun,
+                                  unchanged_tasks)
 from coral_core.types import Task
 
 
@@ -384,6 +385,27 @@ def _search(info: RunInfo, session: PreparedRun, store: RunStore, progress: Prog
         store.set_meta("strategy", _strategy_state(strategy, told))
 
 
+def _planned(info: RunInfo, planner: Planner, trial: TrialRecord) -> TrialPlan:
+    plan = planner.plan(trial.trial, trial.overrides)
+    if configuration.digest(plan.config) != trial.config_digest:
+        raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
+                        "configuration than it ran with; it cannot be resumed")
+    return plan
+
+
+def check_resume(info: RunInfo, session: PreparedRun) -> None:
+    """What a resume's trials would refuse, checked before it records anything (a new
+    --data-dir in config.toml): a refused resume changes nothing (a red-team pass found
+    the relocation kept, and every later resume failing on it)."""
+    store = RunStore.in_run(info.run_dir)
+    try:
+        for trial in store.trials():
+            if trial.status != "finished":
+                unchanged_tasks(store, info.run_dir, _planned(info, session.planner, trial))
+    finally:
+        store.close()
+
+
 def _check_proposals(name: str, count: int, before: int) -> None:
     """A strategy (a plugin's, say) that asks for more than a run may hold is stopped with
     one line, before its proposals are planned or stored."""
@@ -401,14 +423,8 @@ def _run_batch(info: RunInfo, session: PreparedRun, store: RunStore, progress: P
     executor can (`parallel_trials`, Ray) and they share one model and one scorer set (a
     grid over sampling knobs, a generation's adapters), so no trial's components replace
     another's mid-work. Each trial's records are the same either way."""
-    planner, executor = session.planner, session.executor
-    plans = []
-    for trial in todo:
-        plan = planner.plan(trial.trial, trial.overrides)
-        if configuration.digest(plan.config) != trial.config_digest:
-            raise UserError(f"{info.run_dir}: trial {trial.trial} resolves to another "
-                            "configuration than it ran with; it cannot be resumed")
-        plans.append(plan)
+    executor = session.executor
+    plans = [_planned(info, session.planner, trial) for trial in todo]
     width = min(len(plans), max(1, int(getattr(executor, "parallel_trials", 1) or 1)))
     if width > 1 and len({(p.model.digest, p.scoring.digest) for p in plans}) > 1:
         width = 1

@@ -114,6 +114,30 @@ class SharedProgress:
 _GENERATED: "weakref.WeakSet[Executor]" = weakref.WeakSet()
 
 
+def unchanged_tasks(store: RunStore, run_dir: Any, plan: TrialPlan,
+                    ) -> tuple[dict[str, str], dict[str, str]]:
+    """Every task as it was when the trial began (the stored digests, and the tasks' now): a
+    test file edited (or another data folder given) between an interrupt and the resume
+    scored the rest of the samples against other tests, and pass@k mixed the two (a
+    red-team pass)."""
+    digests = {task.id: task.digest() for task in plan.tasks}
+    try:
+        stored = json.loads(store.meta(f"task_digests:{plan.number}") or "{}")
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        raise UserError(f"{run_dir}: the store's record of trial {plan.number}'s tasks is "
+                        "corrupt; it cannot be resumed")
+    changed = sorted(t for t, d in digests.items() if t in stored and stored[t] != d)
+    if changed:
+        raise UserError(
+            f"{run_dir}: task '{changed[0]}'"
+            f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''} of trial "
+            f"{plan.number} is not what it was when the run began (its tests, reference or "
+            "prompt changed: data or plugins changed?); it cannot be resumed")
+    return stored, digests
+
+
 def request_seed(run_seed: int, task: Task, sample: int) -> int:
     """The seed of the request for sample `sample` of `task` in a run (a model that draws
     several generations from one request gives each its own with `seeds.sample_seed`)."""
@@ -168,25 +192,8 @@ class TrialRun:
             note(phase, text)
 
     def _check_tasks(self) -> None:
-        """Every task as it was when the trial began: a test file edited (or another data
-        folder given) between an interrupt and the resume scored the rest of the samples
-        against other tests, and pass@k mixed the two (a red-team pass)."""
         key = f"task_digests:{self.plan.number}"
-        digests = {task.id: task.digest() for task in self.plan.tasks}
-        try:
-            stored = json.loads(self.store.meta(key) or "{}")
-        except ValueError:
-            stored = None
-        if not isinstance(stored, dict):
-            raise UserError(f"{self.info.run_dir}: the store's record of trial "
-                            f"{self.plan.number}'s tasks is corrupt; it cannot be resumed")
-        changed = sorted(t for t, d in digests.items() if t in stored and stored[t] != d)
-        if changed:
-            raise UserError(
-                f"{self.info.run_dir}: task '{changed[0]}'"
-                f"{f' (and {len(changed) - 1} more)' if len(changed) > 1 else ''} of trial "
-                f"{self.plan.number} is not what it was when the run began (its tests, "
-                "reference or prompt changed: data or plugins changed?); it cannot be resumed")
+        stored, digests = unchanged_tasks(self.store, self.info.run_dir, self.plan)
         if any(t not in stored for t in digests):
             self.store.set_meta(key, json.dumps({**stored, **digests}, sort_keys=True))
 
