@@ -421,6 +421,14 @@ def test_an_output_that_is_a_device_fifo_or_link_is_written_through(run_copy, tm
     (tmp_path / "folder").mkdir()
     _refused(run_measured("fim", "build", str(run_copy), "--out", str(tmp_path / "folder"),
                           env=env), "is a folder")
+    # a red-team pass: `--results` replaced a mutation session with JSON Lines
+    session = tmp_path / "calc.sqlite"
+    with sqlite3.connect(session) as db:
+        db.execute("CREATE TABLE kept (x)")
+    before = session.read_bytes()
+    _refused(run_measured("evaluate", "--plugin", "quixbugs", "--samples", str(samples),
+                          "--results", str(session), env=env), "is an SQLite database")
+    assert session.read_bytes() == before
 
 
 def test_a_refused_relocation_is_not_kept(run_copy, tmp_path, env):

@@ -53,7 +53,20 @@ def _destination(path: Path, what: str) -> Path | None:
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if not target.parent.is_dir():
         raise UserError(f"{what} {path}: not a file in an existing folder")
+    if info is not None and _is_database(target):
+        raise UserError(f"{what} {path} is an SQLite database (a run's store, a mutation "
+                        "session?), which a JSON or text output would replace; write elsewhere")
     return target
+
+
+def _is_database(path: Path) -> bool:
+    """`--results session.sqlite` replaced a mutation session with JSON Lines (a red-team
+    pass); no output Coral writes is a database."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
