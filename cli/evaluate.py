@@ -56,7 +56,8 @@ def evaluate(
     from coral_core.config import launch
     from coral_core.config.blueprints import DatasetBlueprint, ScoringBlueprint
     from coral_core.scoring.candidate_files import CandidateFile, evaluate_files, files_in
-    from coral_core.run.factories import build_dataset, build_scoring
+    from coral_core.config.schema import OptionInvalid
+    from coral_core.run.factories import build_dataset, build_scoring, check_scoring
     from coral_core.results.summary_tables import plural, summary_grid
     from coral_core.scoring.samples import read_samples, score_all, write_results
 
@@ -91,7 +92,12 @@ def evaluate(
                         "drop --problem")
     flags = dict(data_dir=data_dir, split=split, data=data.absolute() if data else None,
                  extract=extract)
-    resolved = launch.resolve_fresh(plugin, config, flags).config  # as `coral run` does
+    launched = launch.resolve_fresh(plugin, config, flags)  # as `coral run` does
+    resolved = launched.config
+    try:  # the evaluators' options, weights and gate: said at the file and line that set them
+        check_scoring(ScoringBlueprint.of(resolved), ())
+    except OptionInvalid as error:
+        raise launch.placed(error, launched.where) from None
     dataset = build_dataset(DatasetBlueprint.of(resolved))
     if predictions is not None:
         _rescore(resolved, dataset, predictions, json_output)

@@ -146,7 +146,23 @@ BAD_FILES = {
                                 "[evaluators.options.nosuch]: unknown evaluator 'nosuch'"),
     "evaluator option typo": ('[evaluators.options.style]\nmax_line_lenght = 79\n',
                               "evaluator 'style' has no option 'max_line_lenght'"),
+    "evaluator option value": ('[evaluators]\nuse = ["tests", "runtime"]\n\n'
+                               '[evaluators.options.runtime]\nmode = "fast"\n',
+                               "{file} (line 5): [evaluators.options.runtime] mode must be one "
+                               "of cost, time"),
+    "gate of no objective": ('[evaluators]\nuse = ["tests"]\nweights = {}\ngate = "syntax"\n',
+                             "{file} (line 4): gate objective 'syntax' is produced by no "
+                             "evaluator in use"),
+    "weight of no objective": ('[evaluators]\nuse = ["tests"]\nweights = {style = 1.0}\n',
+                               "{file} (line 3): weights given for objectives no evaluator "
+                               "produces: style"),
+    "preset weights left over": ('[evaluators]\nuse = ["tests"]\n',
+                                 "experiment 'quixbugs': weights given for objectives no "
+                                 "evaluator produces: runtime, security, style, syntax "
+                                 "(produced: bugfix); set [evaluators] weights for the "
+                                 "objectives in use, or weights = {{}} for equal weights"),
 }
+EVALUATOR_FILES = ("evaluator option value", "gate of no objective", "weight of no objective")
 
 
 @pytest.mark.parametrize("name", list(BAD_FILES))
@@ -156,6 +172,18 @@ def test_bad_files_are_one_line_naming_file_and_line(name, env, tmp_path):
     path.write_text(text)
     line = _error(run_coral("run", "--plugin", "quixbugs", "--config", str(path), "--dry-run",
                             env=env))
+    assert message.format(file=path) in line, line
+
+
+@pytest.mark.parametrize("name", EVALUATOR_FILES)
+def test_evaluate_names_file_and_line_of_a_bad_evaluator_setting(name, env, tmp_path):
+    text, message = BAD_FILES[name]
+    path = tmp_path / "experiment.toml"
+    path.write_text(text)
+    candidate = tmp_path / "gcd.py"
+    candidate.write_text("def gcd(a, b):\n    return a\n")
+    line = _error(run_coral("evaluate", "--plugin", "quixbugs", "--config", str(path),
+                            "--candidate", str(candidate), "--problem", "gcd", env=env))
     assert message.format(file=path) in line, line
 
 

@@ -132,6 +132,15 @@ def test_out_naming_a_dangling_link_says_so(tmp_path, env):
                     "which does not exist; give a folder")
 
 
+def test_out_under_a_file_names_the_file(tmp_path, env):
+    (tmp_path / "afile").write_text("mine\n")
+    out = tmp_path / "afile" / "sub" / "run"
+    _one_line_error(run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                              str(_config(tmp_path)), "--out", str(out), env=env),
+                    f"{tmp_path / 'afile'} is a file, not a folder")
+    assert (tmp_path / "afile").read_text() == "mine\n"
+
+
 def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):
     """A run begun with mutation testing is not resumed without it (a red-team pass mixed
     testgen scores with and without it in one summary), and the other way round."""

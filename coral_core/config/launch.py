@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from coral_core import plugins
 from coral_core.config import experiment as configuration
 from coral_core.errors import UserError
 from coral_core.config.options import parse_assignments
+from coral_core.config.schema import OptionInvalid
 from coral_core.config.settings import BY_FLAG, SETTINGS, Range
 from coral_core.types import RunFlag
 
@@ -274,3 +275,17 @@ def dry_run_text(config: Mapping[str, Any], task_ids: Sequence[str]) -> str:
         f"{config['search']['strategy']}",
     ]
     return "\n".join(header) + "\n\n" + configuration.dump(config)
+
+
+def placed(error: OptionInvalid, where: Callable[[tuple[str, ...]], str]) -> UserError:
+    """The error, said at the file and line (or the flag) that set its key."""
+    at = where(error.path)
+    set_by = places()  # the flag that set the key, or one that set a key within it
+    flag = next((flag_name(flag) for flag, path in set_by.items()
+                 if path == error.path), None) or next(
+        (flag_name(flag) for flag, path in set_by.items()
+         if path[:len(error.path)] == error.path), None)
+    if at == "command line" and flag:
+        at = f"command line ({flag})"
+    known = at and at != "the defaults"  # a factory's own default names no file
+    return UserError(f"{at}: {error}" if known else str(error))

@@ -48,6 +48,14 @@ def _os_error(action: str, path: Path, error: OSError) -> UserError:
     return UserError(f"cannot {action} {path}: {error.strerror or error}")
 
 
+def _file_in_the_way(path: Path) -> Path | None:
+    """The first of `path`'s folders that is a file (mkdir then says only "File exists")."""
+    for folder in reversed(path.parents):
+        if not folder.is_dir():
+            return folder if folder.exists() else None
+    return None
+
+
 class RunLock:
     """An exclusive flock on RUN_DIR/.lock, holding the owner's pid."""
 
@@ -170,6 +178,10 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
         except FileExistsError:
             made = False
     except OSError as error:
+        blocker = _file_in_the_way(run_dir)
+        if blocker is not None:
+            raise UserError(f"cannot create the run directory {run_dir}: {blocker} is a "
+                            "file, not a folder") from None
         raise _os_error("create the run directory", run_dir, error) from None
     lock, ours = RunLock(run_dir), False  # ours: locked, and no other run was made in it
     try:

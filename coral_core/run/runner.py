@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from coral_core import __version__, plugins
 from coral_core.config import experiment as configuration
-from coral_core.config import launch
+from coral_core.config.launch import placed
 from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
 from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.files.decoding import json_value
@@ -87,20 +87,6 @@ def build_strategy(config: Mapping[str, Any],
         return plugins.instantiate(factory, f"search strategy '{name}'", **options)
     except OptionInvalid as error:
         raise placed(error, where) from None
-
-
-def placed(error: OptionInvalid, where: Callable[[tuple[str, ...]], str]) -> UserError:
-    """The error, said at the file and line (or the flag) that set its key."""
-    at = where(error.path)
-    places = launch.places()  # the flag that set the key, or one that set a key within it
-    flag = next((launch.flag_name(flag) for flag, path in places.items()
-                 if path == error.path), None) or next(
-        (launch.flag_name(flag) for flag, path in places.items()
-         if path[:len(error.path)] == error.path), None)
-    if at == "command line" and flag:
-        at = f"command line ({flag})"
-    known = at and at != "the defaults"  # a factory's own default names no file
-    return UserError(f"{at}: {error}" if known else str(error))
 
 
 class Planner:

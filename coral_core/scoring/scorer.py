@@ -7,6 +7,7 @@ import numbers
 import threading
 from typing import Any, Mapping, Sequence
 
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.execution import ExecutionContext, code_digest
@@ -74,10 +75,15 @@ class Scorer:
                 names[objective] = evaluator.name
         unknown = sorted(set(self.weights) - set(names))
         if unknown:
-            raise UserError(f"weights given for objectives no evaluator produces: "
-                            f"{', '.join(unknown)} (produced: {', '.join(sorted(names))})")
+            raise OptionInvalid(("evaluators", "weights"),
+                                f"weights given for objectives no evaluator produces: "
+                                f"{', '.join(unknown)} (produced: "
+                                f"{', '.join(sorted(names))}); set [evaluators] weights "
+                                "for the objectives in use, or weights = {} for equal "
+                                "weights")
         if gate and gate not in names:
-            raise UserError(f"gate objective '{gate}' is produced by no evaluator in use")
+            raise OptionInvalid(("evaluators", "gate"),
+                                f"gate objective '{gate}' is produced by no evaluator in use")
         self.objective_names = tuple(names)
         self._producers = names
         self._cache: dict[tuple[str, str, str], ScoredCandidate] = {}

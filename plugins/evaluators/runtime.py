@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coral_core.errors import UserError
+from coral_core.config.schema import OptionInvalid
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
 
@@ -55,11 +55,13 @@ class RuntimeEvaluator:
 
     def __init__(self, mode: str = "cost", repeats: int = 5):
         if mode not in MODES:
-            raise UserError(f"[evaluators.options.runtime] mode must be one of "
-                            f"{', '.join(MODES)}, got {mode!r}")
+            raise OptionInvalid(("evaluators", "options", "runtime", "mode"),
+                                f"[evaluators.options.runtime] mode must be one of "
+                                f"{', '.join(MODES)}, got {mode!r}")
         if not isinstance(repeats, int) or not 1 <= repeats <= 100:
-            raise UserError("[evaluators.options.runtime] repeats must be an integer in "
-                            "[1, 100]")
+            raise OptionInvalid(("evaluators", "options", "runtime", "repeats"),
+                                "[evaluators.options.runtime] repeats must be an integer "
+                                "in [1, 100]")
         self.mode, self.repeats = mode, repeats
 
     def evaluate(self, candidate: Candidate, context: ExecutionContext) -> Evaluation:

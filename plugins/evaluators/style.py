@@ -9,7 +9,7 @@ floods flake8 gets 0.0, the worst score, and nothing it prints reaches our stdou
 
 from __future__ import annotations
 
-from coral_core.errors import UserError
+from coral_core.config.schema import OptionInvalid
 from coral_core.hookspecs import hookimpl
 from coral_core.types import Candidate, Evaluation
 
@@ -27,11 +27,13 @@ class StyleEvaluator:
 
     def __init__(self, max_line_length: int = 79, select: list[str] | None = None):
         if type(max_line_length) is not int or max_line_length < 1:
-            raise UserError("[evaluators.options.style] max_line_length must be a positive "
-                            "integer")
+            raise OptionInvalid(("evaluators", "options", "style", "max_line_length"),
+                                "[evaluators.options.style] max_line_length must be a "
+                                "positive integer")
         if select is not None and (not isinstance(select, list)
                                    or not all(isinstance(code, str) for code in select)):
-            raise UserError("[evaluators.options.style] select must be a list of codes")
+            raise OptionInvalid(("evaluators", "options", "style", "select"),
+                                "[evaluators.options.style] select must be a list of codes")
         self.options: dict[str, object] = {"max_line_length": max_line_length}
         if select:
             self.options["select"] = list(select)

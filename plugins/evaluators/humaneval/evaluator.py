@@ -8,7 +8,7 @@ import math
 import threading
 from typing import Any
 
-from coral_core.config.schema import DAY
+from coral_core.config.schema import DAY, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.hosted import draws
@@ -23,8 +23,10 @@ from .plan import Plan, make_plan
 def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or not 0 <= value <= DAY:
-        raise UserError(f"[evaluators.options.humaneval] {what} must be a number of seconds "
-                        f"in [0, {DAY:g}] (0: [execution] test_timeout), not {value!r}")
+        raise OptionInvalid(("evaluators", "options", "humaneval", what),
+                            f"[evaluators.options.humaneval] {what} must be a number of "
+                            f"seconds in [0, {DAY:g}] (0: [execution] test_timeout), not "
+                            f"{value!r}")
     return float(value)
 
 
@@ -50,8 +52,9 @@ class HumanEvalEvaluator:
         self.timeout = _seconds(timeout, "timeout")
         self.idle = _seconds(idle, "idle")
         if not isinstance(dedupe, bool):
-            raise UserError("[evaluators.options.humaneval] dedupe must be true or false, "
-                            f"not {dedupe!r}")
+            raise OptionInvalid(("evaluators", "options", "humaneval", "dedupe"),
+                                "[evaluators.options.humaneval] dedupe must be true or "
+                                f"false, not {dedupe!r}")
         self.dedupe = dedupe
         draws.key()  # a cache that cannot keep the test's key fails here, before any check
         self._plans: dict[tuple[str, str], Plan] = {}

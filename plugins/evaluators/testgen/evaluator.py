@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from coral_core.config.schema import DAY
+from coral_core.config.schema import DAY, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.mutation import skip_requested
@@ -56,8 +56,9 @@ MAX_OUTCOMES = 500
 def _positive(value: Any, what: str, most: float = DAY) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or not 0 < value <= most:
-        raise UserError(f"[evaluators.options.testgen] {what} must be a number in "
-                        f"(0, {most:g}], not {value!r}")
+        raise OptionInvalid(("evaluators", "options", "testgen", what),
+                            f"[evaluators.options.testgen] {what} must be a number in "
+                            f"(0, {most:g}], not {value!r}")
     return float(value)
 
 
@@ -86,10 +87,13 @@ class TestgenEvaluator:
         self.suite_timeout = _positive(suite_timeout, "suite_timeout")
         self.mutation_factor = _positive(mutation_factor, "mutation_factor")
         if isinstance(max_mutants, bool) or not isinstance(max_mutants, int) or max_mutants < 0:
-            raise UserError("[evaluators.options.testgen] max_mutants must be an integer >= 0"
-                            f" (0: all), not {max_mutants!r}")
+            raise OptionInvalid(("evaluators", "options", "testgen", "max_mutants"),
+                                "[evaluators.options.testgen] max_mutants must be an "
+                                f"integer >= 0 (0: all), not {max_mutants!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise UserError(f"[evaluators.options.testgen] seed must be an integer, not {seed!r}")
+            raise OptionInvalid(("evaluators", "options", "testgen", "seed"),
+                                "[evaluators.options.testgen] seed must be an integer, "
+                                f"not {seed!r}")
         self.max_mutants, self.seed = max_mutants, seed
         missing = [m for m in ("pytest", "coverage", "cosmic_ray")
                    if importlib.util.find_spec(m) is None]
