@@ -41,6 +41,10 @@ def files(tmp_path_factory, data_dir):
     (root / "init_py" / "__init__.py").write_text("")
     (root / "dup.jsonl").write_text('{"task_id": "sieve", "task_id": "gcd", "solution": ""}\n')
     (root / "both.jsonl").write_text('{"task_id": "gcd", "solution": "", "completion": ""}\n')
+    (root / "nan.jsonl").write_text('{"task_id": "gcd", "solution": "", "score": NaN}\n')
+    (root / "huge.jsonl").write_text('{"task_id": "gcd", "solution": "", "big": 1e999}\n')
+    (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
+                                          '"model.top_k" = [1979-05-27, 5]\n')
     (root / "loop_a").symlink_to(root / "loop_b")
     (root / "loop_b").symlink_to(root / "loop_a")
     return root
@@ -153,6 +157,16 @@ CASES = {
     "a sample with a solution and a completion": (
         ["evaluate", "--plugin", "quixbugs", "--samples", "{both.jsonl}"],
         "has both 'solution' (a program) and 'completion'"),
+    # a red-team pass: NaN and 1e999 went on into --results, which was then not JSON
+    "a sample holding NaN": (["evaluate", "--plugin", "quixbugs", "--samples", "{nan.jsonl}"],
+                             "nan.jsonl:1: malformed JSON (NaN: JSON has no NaN or infinity)"),
+    "a sample holding 1e999": (["evaluate", "--plugin", "quixbugs", "--samples",
+                                "{huge.jsonl}"], "1e999 is out of a float's range"),
+    # a red-team pass: a TOML date in a search space was a traceback from the run's digest
+    "a date in a search space": (["run", "--plugin", "quixbugs", "--config",
+                                  "{date_space.toml}", "--dry-run"],
+                                 "date_space.toml (line 4): 'search.space.model.top_k' is a "
+                                 "TOML date or time"),
     "--data-dir naming a file": (["run", "--plugin", "quixbugs", "--data-dir", "{gcd.py}"],
                                  "is not a folder"),
     "malformed base URL": (["run", "--plugin", "quixbugs", "--model", "openai:x",

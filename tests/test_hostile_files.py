@@ -126,6 +126,7 @@ def test_a_summary_that_is_not_a_file_is_refused_without_blocking(run_copy, tmp_
     ('{"dataset": "q"}', "no 'split'"),
     (DEEP_JSON, "nested deeper"),
     ('{"seed": ' + LONG_INT + "}", "number of 5000 characters"),
+    ('{"seed": NaN}', "JSON has no NaN"),
 ])
 def test_a_summary_of_the_wrong_shape_is_one_line(run_copy, env, text, words):
     (run_copy / "summary.json").write_text(text)
@@ -142,6 +143,9 @@ def test_a_summary_of_the_wrong_shape_is_one_line(run_copy, env, text, words):
     ("UPDATE tasks SET seen_in_training = 'yes'", "wrong type"),
     ("UPDATE prompts SET prompt = '{\"messages\": [1]}'", "unexpected shape"),
     ("UPDATE meta SET value = '[1]' WHERE key = 'hook_errors'", "wrong shape"),
+    # a red-team pass: both reached an export as Infinity and NaN, which is not JSON
+    ("UPDATE evaluations SET fitness = 9e999", "holds inf, not a finite number"),
+    ("UPDATE evaluations SET objectives = '{\"bugfix\": NaN}'", "JSON has no NaN"),
 ])
 def test_a_store_with_wrongly_typed_rows_is_one_line(run_copy, env, sql, words):
     run_dir = _unfinished(run_copy)

@@ -340,3 +340,17 @@ def test_random_at_its_largest_budget_starts_with_one_batch(tmp_path, env):
     assert count > 0, "no trial was stored"
     with sqlite3.connect(out / "coral.sqlite") as db:
         assert db.execute("SELECT COUNT(*), MAX(batch) FROM trials").fetchone() == (MAX_BATCH, 0)
+
+
+@pytest.mark.parametrize("low, high", [(9223372036854775000, 9223372036854775807), (1, 2),
+                                       (10 ** 17, 10 ** 17 + 3)])
+def test_log_uniform_integer_draws_stay_in_their_range(low, high):
+    """A red-team pass: exp(log(x)) is x only to a float's digits, so a range near 2**63
+    drew values below its low bound."""
+    strategy = random_module.RandomSearch(
+        {"model.top_k": {"low": low, "high": high, "int": True, "log": True},
+         "model.temperature": {"low": 0.3, "high": 0.3 + 1e-15, "log": True}}, seed=3,
+        budget=50)
+    for trial in strategy.ask():
+        assert low <= trial["model.top_k"] <= high and isinstance(trial["model.top_k"], int)
+        assert 0.3 <= trial["model.temperature"] <= 0.3 + 1e-15

@@ -19,6 +19,7 @@ every depth, except that
 from __future__ import annotations
 
 import copy
+import datetime
 import hashlib
 import json
 import os
@@ -117,6 +118,7 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
     that remembers `origin` and `text` (see `locate`)."""
     result: dict[str, Any] = {}
     try:
+        _refuse_dates(data, ())
         for section, values in data.items():
             if section not in SCHEMA:
                 kind_of((section,))  # raises: unknown section, naming the known ones
@@ -127,6 +129,20 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
     except Invalid as error:
         raise UserError(f"{_where(origin, text, error.path)}: {error}") from None
     return Layer(result, origin, text)
+
+
+def _refuse_dates(value: Any, path: tuple[str, ...]) -> None:
+    """TOML's dates and times are no setting's type, and in the free-form tables (search
+    spaces, plugin options) one reached the run's digest, which cannot encode it."""
+    if isinstance(value, (datetime.date, datetime.time)):
+        raise Invalid(path, f"'{'.'.join(path)}' is a TOML date or time, which no setting "
+                            "takes (quote it for a string)")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _refuse_dates(item, (*path, str(key)))
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_dates(item, path)
 
 
 def read_file(path: str | Path) -> Layer:

@@ -7,6 +7,7 @@ U+2028 and other characters that `str.splitlines` treats as line breaks)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -70,11 +71,27 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def json_value(text: str | bytes, where: str) -> Any:
-    """One JSON document; `where` prefixes the error ('FILE line N')."""
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant}: JSON has no NaN or infinity")
+
+
+def _finite_number(text: str) -> float:
+    value = _number(text, float)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of a float's range")
+    return value
+
+
+def json_value(text: str | bytes, where: str, finite: bool = True) -> Any:
+    """One JSON document; `where` prefixes the error ('FILE line N'). NaN, Infinity and
+    numbers past a float's range are refused (`finite`): Python reads them, other programs
+    do not, and one read from a samples file went on into a results file; only third-party
+    files Coral merely consults (a model's config) pass finite=False."""
     try:
         value = json.loads(text, parse_int=lambda s: _number(s, int),
-                           parse_float=lambda s: _number(s, float), object_pairs_hook=_object)
+                           parse_float=_finite_number if finite else lambda s: _number(s, float),
+                           parse_constant=_not_json if finite else None,
+                           object_pairs_hook=_object)
     except RecursionError:
         raise DecodeError(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError, or a number refused above

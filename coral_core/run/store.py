@@ -126,6 +126,9 @@ def _checked(rows: list[tuple[Any, ...]], kinds: tuple[Any, ...], table: str,
             if not isinstance(value, kind):
                 raise RunStoreError(f"{path}: a row of '{table}' holds a value of the wrong "
                                     f"type ({type(value).__name__}); the store is damaged")
+            if isinstance(value, float) and not math.isfinite(value):  # Coral writes none
+                raise RunStoreError(f"{path}: a row of '{table}' holds {value}, not a finite "
+                                    "number; the store is damaged")
     return rows
 
 

@@ -66,11 +66,12 @@ class RandomSearch:
             return spec["choices"][self._rng.randrange(len(spec["choices"]))]
         low, high = spec["low"], spec["high"]
         if spec.get("int"):
-            if spec.get("log"):
-                return int(round(math.exp(self._rng.uniform(math.log(low), math.log(high)))))
+            if spec.get("log"):  # within the range: exp(log(x)) is x only to a float's digits
+                drawn = round(math.exp(self._rng.uniform(math.log(low), math.log(high))))
+                return min(int(high), max(int(low), int(drawn)))
             return self._rng.randint(int(low), int(high))
         if spec.get("log"):
-            return math.exp(self._rng.uniform(math.log(low), math.log(high)))
+            return min(high, max(low, math.exp(self._rng.uniform(math.log(low), math.log(high)))))
         return self._rng.uniform(low, high)
 
     def ask(self) -> list[Mapping[str, Any]]:

@@ -341,7 +341,7 @@ def read_json(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
     _check_size(path, limit, "file")  # the size in the message users already know
     text = read_bytes(path, limit=limit, what="hf model file")
     try:
-        data = json_value(text, "content")
+        data = json_value(text, "content", finite=False)
     except DecodeError as error:
         raise UserError(f"hf model: {path} is not valid JSON ({error})") from None
     if not isinstance(data, dict):
