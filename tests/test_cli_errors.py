@@ -41,6 +41,9 @@ def files(tmp_path_factory, data_dir):
     (root / "init_py" / "__init__.py").write_text("")
     (root / "dup.jsonl").write_text('{"task_id": "sieve", "task_id": "gcd", "solution": ""}\n')
     (root / "both.jsonl").write_text('{"task_id": "gcd", "solution": "", "completion": ""}\n')
+    (root / "bad_gene_space.toml").write_text(
+        '[search]\nstrategy = "grid"\n[search.space]\n'
+        '"model.options.family_weights.operator" = [0.5, true]\n')
     (root / "nan.jsonl").write_text('{"task_id": "gcd", "solution": "", "score": NaN}\n')
     (root / "huge.jsonl").write_text('{"task_id": "gcd", "solution": "", "big": 1e999}\n')
     (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
@@ -157,6 +160,20 @@ CASES = {
     "a sample with a solution and a completion": (
         ["evaluate", "--plugin", "quixbugs", "--samples", "{both.jsonl}"],
         "has both 'solution' (a program) and 'completion'"),
+    # a red-team pass: values only the model can judge passed --dry-run, then failed the run
+    # naming no file or flag (and, as a search dimension, failed every resume of it)
+    "a family weight out of range": (
+        ["run", "--plugin", "quixbugs", "--model-arg", "family_weights={operator=-1}",
+         "--dry-run"], "command line (--model-arg): [model.options] family_weights.operator "
+        "must be a finite number >= 0, not -1"),
+    "an openai option out of range": (
+        ["run", "--plugin", "quixbugs", "--model", "openai:m", "--base-url",
+         "http://127.0.0.1:9/v1", "--model-arg", "concurrency=0", "--dry-run"],
+        "command line (--model-arg): openai: concurrency must be an integer >= 1"),
+    "a model option out of range in a search space": (
+        ["run", "--plugin", "quixbugs", "--config", "{bad_gene_space.toml}"],
+        "[search.space] model.options.family_weights.operator = true: [model.options] "
+        "family_weights.operator must be a finite number >= 0"),
     # a red-team pass: NaN and 1e999 went on into --results, which was then not JSON
     "a sample holding NaN": (["evaluate", "--plugin", "quixbugs", "--samples", "{nan.jsonl}"],
                              "nan.jsonl:1: malformed JSON (NaN: JSON has no NaN or infinity)"),

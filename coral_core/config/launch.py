@@ -285,6 +285,8 @@ def placed(error: OptionInvalid, where: Callable[[tuple[str, ...]], str]) -> Use
                  if path == error.path), None) or next(
         (flag_name(flag) for flag, path in set_by.items()
          if path[:len(error.path)] == error.path), None)
+    if at == "command line" and not flag and error.path[:2] == ("model", "options"):
+        flag = "--model-arg"  # the one flag that sets model options
     if at == "command line" and flag:
         at = f"command line ({flag})"
     known = at and at != "the defaults"  # a factory's own default names no file

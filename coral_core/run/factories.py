@@ -93,7 +93,8 @@ def model_entry(section: Mapping[str, Any]) -> Any:
 def check_model(section: Mapping[str, Any]) -> None:
     """What can be refused without building the model: an unknown backend, options it
     does not take (with a did-you-mean), a server URL for a model that has no server, an
-    adapter it cannot apply."""
+    adapter it cannot apply, and option values the factory's `check_options(target,
+    options)` refuses (docs/plugins.md)."""
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
@@ -106,6 +107,14 @@ def check_model(section: Mapping[str, Any]) -> None:
     check_table(entry.factory, f"model '{prefix}'", section["options"], ("model", "options"),
                 positional=1)
     options = _model_options(section)
+    checker = getattr(entry.factory, "check_options", None)
+    if callable(checker):  # values only the plugin can judge, without building the model
+        try:
+            checker(target, dict(options))
+        except OptionInvalid:
+            raise
+        except UserError as error:  # said at the [model.options] table (or the flag)
+            raise OptionInvalid(("model", "options"), str(error)) from None
     if accepts(entry.factory, "dataset"):
         options["dataset"] = None
     check_call(entry.factory, f"model '{prefix}'", target, **options)

@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Mapping, Sequence
 
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.seeds import sample_seed
 from coral_core.stops import cut_at_stop
@@ -135,8 +136,7 @@ def create_baseline(target: str = "", *, dataset: Any = None,
     each edit family (the evolution strategy's genes for this model). For a data set whose
     candidates are test files (testgen), the baseline writes snapshot tests instead; for
     one whose candidates are completions (fim), it infills from the prompt's context."""
-    if target:
-        raise UserError(f"baseline: takes no target (use --model baseline, not baseline:{target})")
+    check_options(target, {})
     if getattr(dataset, "candidate_kind", "program") == "tests":
         if family_weights is not None:
             raise UserError("baseline: family_weights weigh repairs; the test writer "
@@ -154,23 +154,34 @@ def create_baseline(target: str = "", *, dataset: Any = None,
     return BaselineModel(dataset, check_family_weights(family_weights))
 
 
+def check_options(target: str, options: Mapping[str, Any]) -> None:
+    """What `create_baseline` refuses, without learning a prior: `coral run --dry-run` and
+    each search-space value are checked by it before the run directory exists."""
+    if target:
+        raise UserError(f"baseline: takes no target (use --model baseline, not baseline:{target})")
+    check_family_weights(options.get("family_weights"))
+
+
 def check_family_weights(value: Any) -> dict[str, float]:
     """A table of edit family -> factor >= 0 (finite); one clear error otherwise."""
     if value is None:
         return {}
+    where = ("model", "options", "family_weights")
     if not isinstance(value, Mapping):
-        raise UserError("[model.options] family_weights must be a table of edit family = "
-                        f"factor (families: {', '.join(FAMILIES)})")
+        raise OptionInvalid(where, "[model.options] family_weights must be a table of edit "
+                                   f"family = factor (families: {', '.join(FAMILIES)})")
     weights = {}
     for family, factor in value.items():
         if family not in FAMILIES:
-            raise UserError(f"[model.options] family_weights: unknown edit family '{family}'"
-                            f"{did_you_mean(str(family), FAMILIES)} (families: "
-                            f"{', '.join(FAMILIES)})")
+            raise OptionInvalid((*where, str(family)),
+                                f"[model.options] family_weights: unknown edit family "
+                                f"'{family}'{did_you_mean(str(family), FAMILIES)} (families: "
+                                f"{', '.join(FAMILIES)})")
         if (isinstance(factor, bool) or not isinstance(factor, (int, float))
                 or not math.isfinite(factor) or factor < 0):
-            raise UserError(f"[model.options] family_weights.{family} must be a finite "
-                            f"number >= 0, not {factor!r}")
+            raise OptionInvalid((*where, str(family)),
+                                f"[model.options] family_weights.{family} must be a finite "
+                                f"number >= 0, not {factor!r}")
         weights[family] = float(factor)
     return weights
 
@@ -180,6 +191,7 @@ def check_family_weights(value: Any) -> dict[str, float]:
 # prior per edit family, geometric choices around 1 (the prior as learned); a million is
 # "only this family".
 create_baseline.sampling_knobs = ("temperature", "top_p", "top_k")  # type: ignore[attr-defined]
+create_baseline.check_options = check_options  # type: ignore[attr-defined]
 FAMILY_TUNABLES = tuple(
     Tunable(f"{family}_weight", f"family_weights.{family}", (0.25, 0.5, 1.0, 2.0, 4.0),
             0.0, 1e6) for family in FAMILIES)

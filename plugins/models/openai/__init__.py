@@ -21,6 +21,18 @@ def create_model(target: str, **options: Any):
     return create(target, **options)
 
 
+def check_options(target: str, options: Any) -> None:
+    """What `create_model` refuses before it sends anything: a missing model name, option
+    values out of bounds, a malformed or missing server URL."""
+    from .client import check_target
+    from .options import OpenAIOptions
+
+    check_target(target)
+    OpenAIOptions.parse(options)
+
+
+create_model.check_options = check_options  # type: ignore[attr-defined]
+
 # The sampling knobs a server honours: what a search may vary for this model.
 create_model.sampling_knobs = (  # type: ignore[attr-defined]
     "temperature", "top_p", "max_new_tokens")

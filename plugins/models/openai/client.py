@@ -527,8 +527,12 @@ def _refuses_n(status: int, text: str) -> bool:
     return status == 400 or (status >= 500 and "choice" in text.lower())
 
 
-def create_model(target: str, **options: Any) -> OpenAIModel:
-    """Factory for `--model openai:MODEL`; options come from `[model.options]` and --base-url."""
+def check_target(target: str) -> None:
     if not target:
         raise UserError("openai: name the served model, as in --model openai:MODEL")
+
+
+def create_model(target: str, **options: Any) -> OpenAIModel:
+    """Factory for `--model openai:MODEL`; options come from `[model.options]` and --base-url."""
+    check_target(target)
     return OpenAIModel(target, OpenAIOptions.parse(options))
