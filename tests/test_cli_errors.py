@@ -44,6 +44,9 @@ def files(tmp_path_factory, data_dir):
     (root / "bad_gene_space.toml").write_text(
         '[search]\nstrategy = "grid"\n[search.space]\n'
         '"model.options.family_weights.operator" = [0.5, true]\n')
+    (root / "zero_weight_space.toml").write_text(
+        '[evaluators.weights]\nbugfix = 1.0\n[search]\nstrategy = "grid"\n'
+        '[search.space]\n"evaluators.weights.bugfix" = [1.0, 0.0]\n')
     (root / "nan.jsonl").write_text('{"task_id": "gcd", "solution": "", "score": NaN}\n')
     (root / "huge.jsonl").write_text('{"task_id": "gcd", "solution": "", "big": 1e999}\n')
     (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
@@ -174,6 +177,10 @@ CASES = {
         ["run", "--plugin", "quixbugs", "--config", "{bad_gene_space.toml}"],
         "[search.space] model.options.family_weights.operator = true: [model.options] "
         "family_weights.operator must be a finite number >= 0"),
+    "a search value that leaves every weight 0": (
+        ["run", "--plugin", "quixbugs", "--config", "{zero_weight_space.toml}"],
+        "evaluators.weights.bugfix = 0.0: search strategy overrides: 'evaluators.weights' "
+        "gives every objective weight 0"),
     # a red-team pass: NaN and 1e999 went on into --results, which was then not JSON
     "a sample holding NaN": (["evaluate", "--plugin", "quixbugs", "--samples", "{nan.jsonl}"],
                              "nan.jsonl:1: malformed JSON (NaN: JSON has no NaN or infinity)"),

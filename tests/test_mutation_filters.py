@@ -3,11 +3,13 @@ shows what survived (the mutation plugin's display): no process started."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from coral_core.errors import UserError
 from coral_core.mutation.filters import MutantFilter, parse_lines, pragma_lines
-from coral_core.mutation.project_config import read_options
+from coral_core.mutation.project_config import check_flag, read_options
 from coral_plugins.evaluators.mutation.command import _line
 from coral_plugins.evaluators.mutation.display import (changed_lines, resume_command,
                                                        survivor_lines)
@@ -90,14 +92,31 @@ def test_pyproject_options_are_typed(tmp_path):
     # out-of-range values name the file's key, not a flag the user never gave
     ("[tool.coral.mutation]\nsample = 2\n", "sample must be a fraction in (0, 1], not 2"),
     ("[tool.coral.mutation]\nsample = nan\n", "sample must be a fraction in (0, 1], not nan"),
-    ("[tool.coral.mutation]\nworkers = 0\n", "workers must be at least 1, not 0"),
+    ("[tool.coral.mutation]\nworkers = 0\n", "workers must be in [1, 4096] (each is a process), "
+                                             "not 0"),
+    ("[tool.coral.mutation]\nseed = 9223372036854775808\n", "seed must be in [-2**63, 2**63 - 1]"),
+    ("[tool.coral.mutation]\nseed = -9223372036854775809\n", "integer out of range"),
     ("[tool.coral.mutation]\nsurvivors = -2\n", "survivors must be -1 (all)"),
     ('[tool.coral.mutation]\ntimeout-mode = "fast"\n', "timeout-mode must be relative or seed"),
 ])
 def test_a_bad_pyproject_table_is_one_error(tmp_path, text, message):
     (tmp_path / "pyproject.toml").write_text(text)
-    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(UserError, match=re.escape(message)):
         read_options(tmp_path)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("workers", 99999999999999999999, "--workers must be in [1, 4096]"),
+    ("seed", 2 ** 70, "--seed must be in [-2**63, 2**63 - 1]"),
+    ("survivors", -2, "--survivors must be -1 (all), 0 (none) or a count, not -2"),
+    ("sample", 0.0, "--sample must be a fraction in (0, 1], not 0.0"),
+])
+def test_a_flag_is_held_to_what_its_pyproject_key_may_be(key, value, message):
+    """A red-team pass: --workers 99999999999999999999 and a 77-bit --seed ran."""
+    with pytest.raises(UserError) as caught:
+        check_flag(key, value)
+    assert str(caught.value).startswith(message)
+    assert check_flag(key, 1 if key != "sample" else 0.5) in (1, 0.5)
 
 
 def test_the_summary_line_says_how_many_mutants_the_score_is_of():

@@ -34,7 +34,7 @@ from coral_core.files import fileio
 from coral_core.config.schema import (DEFAULTS, SCHEMA, TYPE_NAMES, Invalid, check,
                                       check_override, kind_of, parse_path)
 from coral_core.errors import UserError
-from coral_core.config.settings import SETTINGS
+from coral_core.config.settings import SETTINGS, some_weight
 
 __all__ = ["DEFAULTS", "SCHEMA", "TYPE_NAMES", "Layer", "validate", "read_file", "merge",
            "locate", "sets", "override_layer", "resolve", "digest", "absolute_paths", "dump",
@@ -261,6 +261,11 @@ def resolve(base: Mapping[str, Any], overrides: Mapping[str, Any],
     override layer applied by the same rules as `merge`."""
     resolved = _plain(base)
     _apply(resolved, override_layer(overrides, origin))
+    # a key checked on its own cannot see the table it merges into (a red-team pass: a
+    # grid's evaluators.weights.bugfix = 0 left every weight 0, which no file may set)
+    why = some_weight(resolved.get("evaluators", {}).get("weights") or {})
+    if why is not True:
+        raise UserError(f"{origin}: 'evaluators.weights' {why}")
     return resolved
 
 

@@ -47,7 +47,7 @@ class Range:
         return True
 
 
-def _some_weight(weights: dict[str, float]) -> bool | str:
+def some_weight(weights: dict[str, float]) -> bool | str:
     """A table of weights that are all 0 makes every fitness 0 (a red-team pass)."""
     if weights and not any(weight > 0 for weight in weights.values()):
         return ("gives every objective weight 0, so every fitness would be 0 (give one a "
@@ -233,7 +233,7 @@ SETTINGS: tuple[Setting, ...] = (
             check=_distinct),
     Setting("evaluators", "weights", "table[float]", {},
             "Objective -> weight for fitness (the weighted mean); empty = equal weights. A "
-            "table given here replaces the one before it whole.", check=_some_weight),
+            "table given here replaces the one before it whole.", check=some_weight),
     Setting("evaluators", "gate", "str", "",
             "An objective that, when 0, sets every objective to 0 (QuixBugs: syntax)."),
     Setting("evaluators", "options", "table", {},

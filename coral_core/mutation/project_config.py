@@ -32,11 +32,20 @@ def _typed(value: Any, kind: type, many: bool, where: str) -> Any:
 
 # the values a key takes, checked here so that an error names the file, not a flag
 ALLOWED = {
-    "workers": (lambda n: n >= 1, "at least 1"),
+    "workers": (lambda n: 1 <= n <= 4096, "in [1, 4096] (each is a process)"),
     "sample": (lambda f: 0 < f <= 1, "a fraction in (0, 1]"),
-    "survivors": (lambda n: n >= -1, "-1 (all), 0 (none) or a count"),
+    "seed": (lambda n: -2 ** 63 <= n < 2 ** 63, "in [-2**63, 2**63 - 1]"),
+    "survivors": (lambda n: -1 <= n <= 10 ** 9, "-1 (all), 0 (none) or a count"),
     "timeout-mode": (lambda m: m in ("relative", "seed"), "relative or seed"),
 }
+
+
+def check_flag(key: str, value: Any) -> Any:
+    """A flag's value, held to what the same key in pyproject.toml may be."""
+    allowed, wanted = ALLOWED.get(key, (lambda v: True, ""))
+    if value is not None and not allowed(value):
+        raise UserError(f"--{key} must be {wanted}, not {value!r}")
+    return value
 
 
 def read_options(project: Path) -> dict[str, Any]:

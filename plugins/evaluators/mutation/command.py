@@ -88,7 +88,7 @@ def run(
     Options may live in pyproject.toml's [tool.coral.mutation]; a flag wins over it."""
     from coral_core.errors import UserError
     from coral_core.mutation.filters import MutantFilter, parse_lines
-    from coral_core.mutation.project_config import as_list, read_options
+    from coral_core.mutation.project_config import as_list, check_flag, read_options
 
     from .campaign import default_session, run_mutation
     from .display import MutationBar, resume_command, survivor_lines
@@ -98,7 +98,7 @@ def run(
     kept = read_options(Path.cwd())
 
     def pick(given, key: str, default=None):
-        return given if given not in (None, []) else kept.get(key, default)
+        return check_flag(key, given) if given not in (None, []) else kept.get(key, default)
 
     modules = [Path(m) for m in as_list(pick(module, "module"))]
     test_paths = [Path(t) for t in as_list(pick(tests, "tests"))]
@@ -107,16 +107,12 @@ def run(
         raise UserError(f"{missing} is needed (or its key in pyproject.toml's "
                         "[tool.coral.mutation])")
     workers = pick(workers, "workers")
-    if workers is not None and workers < 1:
-        raise UserError(f"--workers must be at least 1, not {workers}")
     session_path = pick(session, "session")
     session_path = Path(session_path) if session_path is not None else None
     keep = MutantFilter(tuple(as_list(pick(operator, "operators"))),
                         tuple(as_list(pick(exclude_operator, "exclude-operators"))),
                         parse_lines(pick(lines, "lines", "")))
     survivors = pick(survivors, "survivors", 20)
-    if survivors < -1:
-        raise UserError(f"--survivors must be -1 (all), 0 (none) or a count, not {survivors}")
     bar = MutationBar(enabled=not as_json and sys.stderr.isatty())
     try:
         with bar:
