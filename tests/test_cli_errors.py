@@ -47,6 +47,7 @@ def files(tmp_path_factory, data_dir):
     (root / "zero_weight_space.toml").write_text(
         '[evaluators.weights]\nbugfix = 1.0\n[search]\nstrategy = "grid"\n'
         '[search.space]\n"evaluators.weights.bugfix" = [1.0, 0.0]\n')
+    (root / "fim_n0.toml").write_text("[dataset.options]\nn = 0\n")
     (root / "nan.jsonl").write_text('{"task_id": "gcd", "solution": "", "score": NaN}\n')
     (root / "huge.jsonl").write_text('{"task_id": "gcd", "solution": "", "big": 1e999}\n')
     (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
@@ -181,6 +182,8 @@ CASES = {
         ["run", "--plugin", "quixbugs", "--config", "{zero_weight_space.toml}"],
         "evaluators.weights.bugfix = 0.0: search strategy overrides: 'evaluators.weights' "
         "gives every objective weight 0"),
+    "a FIM task count of 0": (["run", "--plugin", "fim", "--config", "{fim_n0.toml}",
+                               "--dry-run"], "fim_n0.toml (line 2): fim: n must be at least 1"),
     # a red-team pass: NaN and 1e999 went on into --results, which was then not JSON
     "a sample holding NaN": (["evaluate", "--plugin", "quixbugs", "--samples", "{nan.jsonl}"],
                              "nan.jsonl:1: malformed JSON (NaN: JSON has no NaN or infinity)"),

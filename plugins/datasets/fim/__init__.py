@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from coral_core.data.locate import cache_folder
 from coral_core.files.decoding import jsonl_file as json_lines
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.files.fileio import is_regular
 from coral_core.hookspecs import hookimpl
@@ -119,6 +120,11 @@ def default_set(kind: str = "line", n: int = 200, seed: int = 0) -> Path:
     return path
 
 
+def _option(key: str, message: str) -> OptionInvalid:
+    """Said at the file and line (or flag) that set `[dataset.options] key`."""
+    return OptionInvalid(("dataset", "options", key), message)
+
+
 class FimDataset:
     name = NAME
     splits = ("test",)
@@ -130,20 +136,21 @@ class FimDataset:
                  extract: str = "auto", kind: str = "line", n: int = 200, seed: int = 0,
                  source: str = "", data_dir: str | None = None) -> None:
         if source not in ("", "quixbugs"):
-            raise UserError(f"fim: source = '{source}' (expected \"quixbugs\", or none)")
+            raise _option("source", f"fim: source = '{source}' (expected \"quixbugs\", or none)")
         if source and path:
             raise UserError("fim: give either path (tasks from a file) or source = "
                             "\"quixbugs\" (tasks built from QuixBugs), not both")
         if language and language not in LANGUAGES:
-            raise UserError(f"fim: language = '{language}' (expected python or java)")
+            raise _option("language", f"fim: language = '{language}' (expected python or java)")
         if extract != "auto" and extract not in EXTRACTORS:
-            raise UserError(f"fim: extract = '{extract}' is unknown"
-                            f"{did_you_mean(extract, EXTRACTORS)} (known: auto, "
-                            f"{', '.join(EXTRACTORS)})")
+            raise _option("extract", f"fim: extract = '{extract}' is unknown"
+                          f"{did_you_mean(extract, EXTRACTORS)} (known: auto, "
+                          f"{', '.join(EXTRACTORS)})")
         if kind not in build.KINDS:
-            raise UserError(f"fim: kind = '{kind}' (expected one of {', '.join(build.KINDS)})")
+            raise _option("kind", f"fim: kind = '{kind}' (expected one of "
+                                  f"{', '.join(build.KINDS)})")
         if n < 1:
-            raise UserError("fim: n must be at least 1")
+            raise _option("n", f"fim: n must be at least 1, not {n!r}")
         self.path, self.language, self.crossfile = path, language or None, bool(crossfile)
         self.extract, self.kind, self.n, self.seed = extract, kind, int(n), int(seed)
         self.source = source
