@@ -232,6 +232,14 @@ def test_a_fine_but_bounded_gene_is_accepted():
     space.distributions()  # Optuna's decimal arithmetic copes with it
 
 
+def test_one_step_between_large_neighbours_is_a_whole_step():
+    """A red-team pass: 100 - 99.999999 is 1e-6 only to 1e-8 of itself, and was refused as
+    not a multiple of step."""
+    space = gene_space("baseline", False,
+                       {"temperature": {"low": 99.999999, "high": 100.0, "step": 1e-6}})
+    space.distributions()
+
+
 @pytest.mark.parametrize("key, value, fragment", [
     ("epochs", 1e9, "(0, 1000]"), ("steps", 10 ** 9, "[0, 1000000]"),
     ("learning_rate", math.inf, "(0, 1]"), ("batch_size", 10 ** 6, "[1, 4096]"),

@@ -15,6 +15,7 @@ once per distinct heavy-gene set). Cheap knobs are ranges on a grid (`step`), or
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -233,7 +234,11 @@ def _gene_from_option(base: Gene, spec: Any, bounds: Mapping[str, tuple[Any, str
             _fits(base, label, int(value) if base.integer else value, bounds)
         _points(label, name, low, high, step, base.integer)
         span = (high - low) / step  # a whole number of steps, at least one unless low == high
-        if (abs(span - round(span)) > 1e-9 * max(1.0, span)
+        # high - low carries the rounding of numbers as large as low and high: 100 -
+        # 99.999999 is 1e-6 only to 1e-8 of itself (a red-team pass)
+        magnitude = max(abs(low), abs(high), 1.0)
+        slack = 1e-9 * max(1.0, span) + 8 * sys.float_info.epsilon * magnitude / step
+        if (abs(span - round(span)) > slack
                 or (base.integer and (int(high) - int(low)) % int(step))
                 or (high > low and round(span) < 1)):
             raise _refuse(name, f"{label}: high - low must be a multiple of step")
