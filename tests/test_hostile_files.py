@@ -301,6 +301,18 @@ def test_a_hostile_data_folder_test_file_is_one_line(tmp_path, appended):
     assert result.peak_mib < 1000, result
 
 
+def test_resuming_a_store_whose_generation_rows_were_deleted_is_one_line(run_copy, env):
+    """A red-team pass: the resume generated the sample again, then failed to record its
+    score beside the old one (an IntegrityError traceback)."""
+    run_dir = _unfinished(run_copy)
+    with contextlib.closing(sqlite3.connect(run_dir / "coral.sqlite")) as db, db:
+        db.execute("DELETE FROM generations WHERE rowid = (SELECT MIN(rowid) FROM generations)")
+    before = (run_dir / "coral.sqlite").read_bytes()
+    _refused(run_measured("run", "--resume", str(run_dir), env=env),
+             "1 evaluation(s) whose generation is gone")
+    assert (run_dir / "coral.sqlite").read_bytes() == before
+
+
 @pytest.mark.parametrize("state", ['{"state": 5, "told": 0}', "[1]", '"x"',
                                    '{"state": {}, "told": "x"}', '{"state": null, "told": 99}',
                                    '{"state": {"version": 1}, "told": 0}'])

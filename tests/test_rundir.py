@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from coral_core.run.store import RunStore
+
 from conftest import coral_env, run_coral
 from plugin_kit import echo_model_distribution
 
@@ -139,6 +141,26 @@ def test_out_under_a_file_names_the_file(tmp_path, env):
                               str(_config(tmp_path)), "--out", str(out), env=env),
                     f"{tmp_path / 'afile'} is a file, not a folder")
     assert (tmp_path / "afile").read_text() == "mine\n"
+
+
+def test_a_start_stopped_before_its_config_is_replaced_not_resumed(tmp_path, env):
+    """A red-team pass: a run killed while its folder was made (a store, no config.toml)
+    was "not a run" to --resume and "already a run" to --out: a dead end."""
+    out = tmp_path / "half"
+    out.mkdir()
+    store = RunStore.in_run(out)
+    store.set_meta("status", "running")
+    store.close()
+    _one_line_error(run_coral("run", "--resume", str(out), env=env),
+                    "was stopped while its run was being made and holds no work")
+    made = run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                     str(_config(tmp_path)), "--out", str(out), env=env)
+    assert made.returncode == 0, made.stderr
+    assert (out / "config.toml").is_file() and (out / "summary.json").is_file()
+    (out / "config.toml").unlink()  # now the store holds work: never replaced
+    _one_line_error(run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                              str(_config(tmp_path)), "--out", str(out), env=env),
+                    "holds a run's store with work in it but no config.toml")
 
 
 def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):

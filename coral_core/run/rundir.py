@@ -151,11 +151,32 @@ def refuse_run_file(path: Path, flag: str) -> None:
                         "(it would replace the run's own)")
 
 
-def check_new_run_dir(run_dir: Path) -> None:
+def unfinished_start(run_dir: Path) -> bool:
+    """A store without its config.toml, holding no work: a run stopped while it was made
+    (config.toml is written last), which a new run may replace."""
+    store = run_dir / RunStore.FILENAME
+    return (not (run_dir / CONFIG_FILE).exists() and store.is_file()
+            and not RunStore.holds_work(store))
+
+
+def check_new_run_dir(run_dir: Path, locked: bool = False) -> None:
     """A run may be made here: no folder, or an empty one (but for a lock file, left by
-    an attempt that failed or held by one in progress, which the lock then refuses)."""
-    if (run_dir / RunStore.FILENAME).exists() or (run_dir / CONFIG_FILE).exists():
+    an attempt that failed or held by one in progress, which the lock then refuses, and
+    a start that was stopped half-way, which the run that holds the lock removes)."""
+    if unfinished_start(run_dir):
+        if not locked:
+            return
+        for name in run_files():
+            if name not in (CONFIG_FILE, LOCK_FILE, SUMMARY_FILE):
+                (run_dir / name).unlink(missing_ok=True)
+    if (run_dir / CONFIG_FILE).exists() and not (run_dir / RunStore.FILENAME).exists():
+        raise UserError(f"{run_dir} holds a {CONFIG_FILE} but no run store, so it is no run "
+                        "to resume; give an empty or new folder")
+    if (run_dir / CONFIG_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
+    if (run_dir / RunStore.FILENAME).exists():
+        raise UserError(f"{run_dir} holds a run's store with work in it but no {CONFIG_FILE}, "
+                        "so it can be neither resumed nor replaced; move it away")
     if run_dir.exists() and (not run_dir.is_dir() or any(
             entry.name != LOCK_FILE for entry in run_dir.iterdir())):
         raise UserError(f"{run_dir} exists and is not an empty folder")
@@ -186,13 +207,9 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
     lock, ours = RunLock(run_dir), False  # ours: locked, and no other run was made in it
     try:
         lock.acquire()
-        check_new_run_dir(run_dir)  # another `--out` of it may have won the race
+        check_new_run_dir(run_dir, locked=True)  # another `--out` of it may have won the race
         ours = True
         config = {**config, "run": {**config["run"], "out": str(run_dir)}}
-        try:
-            write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
-        except OSError as error:
-            raise _os_error("write", run_dir / CONFIG_FILE, error) from None
         store = RunStore.in_run(run_dir)
         try:
             store.set_meta("status", "running")
@@ -201,6 +218,10 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
             store.set_meta("switches", json.dumps(result_switches(), sort_keys=True))
         finally:
             store.close()
+        try:  # last: with it the folder is a run (a start stopped before it is replaceable)
+            write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
+        except OSError as error:
+            raise _os_error("write", run_dir / CONFIG_FILE, error) from None
     except BaseException:
         if made and ours:  # removed while locked: no other run can be started in it
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -228,6 +249,9 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
     `--data-dir` was kept, and every later resume failed on it)."""
     run_dir = Path(os.path.abspath(run_dir))
     if not is_run_dir(run_dir):
+        if unfinished_start(run_dir):
+            raise UserError(f"{run_dir} was stopped while its run was being made and holds no "
+                            f"work; start the run again (coral run ... --out {run_dir})")
         raise UserError(f"{run_dir} is not a Coral run directory (no {CONFIG_FILE} and "
                         f"{RunStore.FILENAME})")
     summary = run_dir / SUMMARY_FILE
@@ -291,11 +315,16 @@ def _has_a_run(run_dir: Path) -> None:
         raise UserError(f"{error}; the run cannot be resumed") from None
     try:
         digest = store.meta("config_digest")
+        orphans = store.evaluations_without_generations() if digest is not None else 0
     finally:
         store.close()
     if digest is None:
         raise UserError(f"{run_dir / RunStore.FILENAME} holds no run (it is empty or was "
                         "damaged); the run cannot be resumed")
+    if orphans:
+        raise UserError(f"{run_dir / RunStore.FILENAME} holds {orphans} evaluation(s) whose "
+                        "generation is gone (the store was edited or damaged); the run "
+                        "cannot be resumed")
 
 
 def record_relocation(info: RunInfo, relocate: Mapping[tuple[str, str], str]) -> None:

@@ -198,6 +198,20 @@ class RunStore:
         self._identity = self._file_identity()
 
     @classmethod
+    def holds_work(cls, path: Path) -> bool:
+        """Whether the store at `path` holds a trial, a generation or an evaluation (or
+        cannot be read as one: then it is kept, as work)."""
+        try:
+            db = _open_read_only(Path(path))
+            try:
+                return any(db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()  # nosec B608
+                           for table in ("trials", "generations", "evaluations"))
+            finally:
+                db.close()
+        except sqlite3.DatabaseError:
+            return True
+
+    @classmethod
     def in_run(cls, run_dir: Path, *, read_only: bool = False) -> "RunStore":
         return cls(Path(run_dir) / cls.FILENAME, read_only=read_only)
 
@@ -229,6 +243,14 @@ class RunStore:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as error:
                 raise RunStoreError(f"cannot read {self.path}: {error}") from None
+
+    def evaluations_without_generations(self) -> int:
+        """Evaluations whose generation row is gone: no run writes them (a generation is
+        committed before its evaluation), and a resume would generate the sample again and
+        fail to record it beside the old score."""
+        return self._rows("SELECT COUNT(*) FROM evaluations e WHERE NOT EXISTS (SELECT 1 "
+                          "FROM generations g WHERE g.trial = e.trial AND g.task_id = "
+                          "e.task_id AND g.sample = e.sample)")[0][0]
 
     # -- meta
     def set_meta(self, key: str, value: str) -> None:
