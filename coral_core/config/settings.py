@@ -233,7 +233,9 @@ SETTINGS: tuple[Setting, ...] = (
             check=_distinct),
     Setting("evaluators", "weights", "table[float]", {},
             "Objective -> weight for fitness (the weighted mean); empty = equal weights. A "
-            "table given here replaces the one before it whole.", check=some_weight),
+            "table given here replaces the one before it whole: narrowing `use` on a "
+            "preset, give the weights of the objectives left (or `{}`), else the preset's "
+            "name objectives nothing produces, which is refused.", check=some_weight),
     Setting("evaluators", "gate", "str", "",
             "An objective that, when 0, sets every objective to 0 (QuixBugs: syntax)."),
     Setting("evaluators", "options", "table", {},
