@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import signal
 import sqlite3
@@ -371,6 +372,13 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     assert done.returncode == 2 and "a database of something else" in done.stderr
     with sqlite3.connect(root / "mine.sqlite") as db:
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["results"]
+    with contextlib.closing(sqlite3.connect(root / "wal.sqlite")) as db:  # a run's store is
+        db.execute("PRAGMA journal_mode=WAL")  # in WAL mode: reading it must leave nothing
+        db.execute("CREATE TABLE meta (x)")
+    done = coral(root, "mutation", "run", "--module", "calc.py", "--tests", "test_calc.py",
+                 "--session", "wal.sqlite")
+    assert done.returncode == 2 and "a database of something else" in done.stderr
+    assert not (root / "wal.sqlite-wal").exists() and not (root / "wal.sqlite-shm").exists()
     (root / "empty.py").write_text("")
     os.mkfifo(root / "fifo")  # SQLite wrote fifo-journal beside a node (a fuzzing pass)
     before = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import stat
 import zlib
 from pathlib import Path
@@ -195,3 +196,14 @@ def open_plain(path: str | os.PathLike[str], what: str = "file") -> int:
             f"a file with {info.st_nlink} hard links")
         raise UserError(f"{what} {path} is {kind}; refused")
     return descriptor
+
+
+def open_sqlite_read_only(path: Path) -> sqlite3.Connection:
+    """Read without writing anything next to the file: `immutable` when nobody writes (no
+    -wal/-shm made, the folder's mtime kept), plain read-only while a writer is alive."""
+    if not path.is_file():
+        raise sqlite3.DatabaseError("no such file")
+    live_wal = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+    mode = "ro" if live_wal else "ro&immutable=1"
+    uri = f"{path.resolve().as_uri()}?mode={mode}"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)

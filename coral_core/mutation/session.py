@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core.files.decoding import json_value
-from coral_core.files.fileio import check_sqlite_files
+from coral_core.files.fileio import check_sqlite_files, open_sqlite_read_only
 from coral_core.errors import UserError
 
 TABLES = """
@@ -70,7 +70,8 @@ def _foreign_tables(path: Path) -> list[str]:
     if not path.is_file() or path.stat().st_size == 0:
         return []
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        # (a plain read-only connection to a WAL database leaves -wal and -shm behind)
+        with contextlib.closing(open_sqlite_read_only(path)) as db:
             rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             names = [row[0] for row in rows]
     except sqlite3.DatabaseError:

@@ -177,7 +177,7 @@ class RunStore:
         fileio.check_sqlite_files(self.path, "run store file")
         try:
             if read_only:
-                self._db = _open_read_only(self.path)
+                self._db = fileio.open_sqlite_read_only(self.path)
             else:
                 self._db = sqlite3.connect(self.path, check_same_thread=False,
                                            isolation_level=None)
@@ -202,7 +202,7 @@ class RunStore:
         """Whether the store at `path` holds a trial, a generation or an evaluation (or
         cannot be read as one: then it is kept, as work)."""
         try:
-            db = _open_read_only(Path(path))
+            db = fileio.open_sqlite_read_only(Path(path))
             try:
                 return any(db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()  # nosec B608
                            for table in ("trials", "generations", "evaluations"))
@@ -376,14 +376,3 @@ def _objectives(text: str, path: Path) -> dict[str, float]:
         raise RunStoreError(f"{path}: a row of 'evaluations' holds objectives that are not "
                             "numbers; the store is damaged")
     return value
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """Read without writing anything next to the file: `immutable` when nobody writes (no
-    -wal/-shm made, the folder's mtime kept), plain read-only while a writer is alive."""
-    if not path.is_file():
-        raise sqlite3.DatabaseError("no such file")
-    live_wal = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
-    mode = "ro" if live_wal else "ro&immutable=1"
-    uri = f"{path.resolve().as_uri()}?mode={mode}"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
