@@ -211,7 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors end with one line on stderr and exit status 2."""
     _setup_logging()
     try:
+        os.getcwd()  # every relative path and default folder is resolved against it
         check_switches()
+    except FileNotFoundError:
+        _fail("the current folder no longer exists (it was deleted); cd to one that does")
     except UserError as error:
         _fail(str(error))
     if threading.current_thread() is threading.main_thread():

@@ -11,6 +11,9 @@ def main() -> None:
     quiet = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not if ignored
     if quiet:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from coral_cli.streams import make_streams_safe
+
+    make_streams_safe()
     from coral_cli.app import main as command
 
     if quiet:

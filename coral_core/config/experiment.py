@@ -118,7 +118,7 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
     that remembers `origin` and `text` (see `locate`)."""
     result: dict[str, Any] = {}
     try:
-        _refuse_dates(data, ())
+        _refuse_unwritable(data, ())
         for section, values in data.items():
             if section not in SCHEMA:
                 kind_of((section,))  # raises: unknown section, naming the known ones
@@ -131,18 +131,26 @@ def validate(data: Mapping[str, Any], origin: str, text: str = "") -> Layer:
     return Layer(result, origin, text)
 
 
-def _refuse_dates(value: Any, path: tuple[str, ...]) -> None:
-    """TOML's dates and times are no setting's type, and in the free-form tables (search
-    spaces, plugin options) one reached the run's digest, which cannot encode it."""
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_unwritable(value: Any, path: tuple[str, ...]) -> None:
+    """Values no config.toml can hold. TOML's dates and times are no setting's type, and in
+    the free-form tables (search spaces, plugin options) one reached the run's digest,
+    which cannot encode it; a path of bytes that are not UTF-8 (`--out $'r\\xff'`) reached
+    config.toml, which cannot either (both were tracebacks)."""
     if isinstance(value, (datetime.date, datetime.time)):
         raise Invalid(path, f"'{'.'.join(path)}' is a TOML date or time, which no setting "
                             "takes (quote it for a string)")
+    if isinstance(value, str) and _SURROGATES.search(value):
+        raise Invalid(path, f"'{'.'.join(path)}' holds bytes that are not UTF-8 (a file "
+                            "name in another encoding?), which config.toml cannot record")
     if isinstance(value, Mapping):
         for key, item in value.items():
-            _refuse_dates(item, (*path, str(key)))
+            _refuse_unwritable(item, (*path, str(key)))
     elif isinstance(value, list):
         for item in value:
-            _refuse_dates(item, path)
+            _refuse_unwritable(item, path)
 
 
 def read_file(path: str | Path) -> Layer:

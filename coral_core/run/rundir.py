@@ -56,6 +56,10 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
+class LockBusy(UserError):
+    """Another process holds the run's lock."""
+
+
 class RunLock:
     """An exclusive flock on RUN_DIR/.lock, holding the owner's pid."""
 
@@ -77,10 +81,14 @@ class RunLock:
                     break
                 time.sleep(0.02)
                 pid = _read_pid(self.path)
-            raise UserError(f"{self.path.parent} is in use by another Coral process "
-                            f"(pid {pid or 'unknown'}); wait for it or stop it") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+            raise LockBusy(f"{self.path.parent} is in use by another Coral process "
+                           f"(pid {pid or 'unknown'}); wait for it or stop it") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as error:  # a full disk (a red-team pass: a traceback)
+            os.close(fd)
+            raise _os_error("write", self.path, error) from None
         self._fd = fd
         return self
 
@@ -222,8 +230,10 @@ def create_run(config: dict[str, Any], run_dir: Path) -> tuple[RunInfo, RunLock]
             write_text_atomic(run_dir / CONFIG_FILE, configuration.dump(config))
         except OSError as error:
             raise _os_error("write", run_dir / CONFIG_FILE, error) from None
-    except BaseException:
-        if made and ours:  # removed while locked: no other run can be started in it
+    except BaseException as error:
+        # removed while locked (no other run can be started in it), or never locked for a
+        # reason other than another process holding it (a full disk)
+        if made and (ours or not isinstance(error, LockBusy)):
             shutil.rmtree(run_dir, ignore_errors=True)
         lock.release()
         raise
