@@ -198,12 +198,16 @@ def _run_interrupted() -> type[Exception]:
 
 def _path_problem(error: BaseException) -> str | None:
     """A path the user gave that the system cannot follow (too long, a loop of links, a
-    file where a folder must be...), as one line; None for any other error. Found by a
-    fuzzing pass as tracebacks from wherever the path was first used."""
+    file where a folder must be...), or limits too low to start a thread, as one line; None
+    for any other error. Found by fuzzing and red-team passes as tracebacks from wherever
+    the path was first used or the thread first started."""
     if isinstance(error, OSError) and error.filename is not None:
         return f"cannot use {error.filename}: {error.strerror or error}"
     if isinstance(error, RuntimeError) and str(error).startswith("Symlink loop"):
         return f"cannot use a path: {error} (a loop of symbolic links)"
+    if isinstance(error, RuntimeError) and str(error) == "can't start new thread":
+        return ("cannot start a thread: this process's limits are too low (ulimit -v, -u); "
+                "a run stopped here resumes with coral run --resume")
     return None
 
 

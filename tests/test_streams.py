@@ -80,3 +80,16 @@ def test_an_out_path_that_is_not_utf8_is_refused_before_the_run(tmp_path, data_d
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "holds bytes that are not UTF-8" in done.stderr
     assert not os.path.exists(out)
+
+
+def test_a_memory_limit_too_low_for_a_thread_stops_the_trial_in_one_line(tmp_path, data_dir):
+    """Under `ulimit -v 200000` the sandbox's thread could not start: the sample was scored
+    0 with "can't start new thread", then closing the pool crashed on the thread."""
+    out = tmp_path / "run"
+    args = " ".join(map(repr, _run_args(tmp_path, out)))
+    done = subprocess.run(f"ulimit -v 200000; {args}", shell=True, env=coral_env(data_dir),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr
+    if done.returncode == 2:  # (0 where this machine's threads fit in the limit)
+        assert done.stderr.strip().splitlines()[-1].startswith(
+            "coral: error: cannot start a thread: this process's limits are too low")

@@ -24,6 +24,7 @@ import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from coral_core.errors import UserError
 from coral_core.files.scratch import make_scratch, remove_tree
 from coral_core.sandbox.analysis import Analyzer
 from coral_core.sandbox.cgroups import SlotCgroup, slot_name, user_tasks
@@ -318,8 +319,6 @@ class Sandbox:
         if ok:
             return True
         if self.policy.isolation == "bwrap" or switch("CORAL_REQUIRE_BWRAP"):
-            from coral_core.errors import UserError
-
             raise UserError(f"sandbox isolation 'bwrap' was asked for, but {why}")
         if os.geteuid() != 0:
             _make_undumpable()
@@ -378,7 +377,14 @@ class Sandbox:
             name=f"coral-sandbox-{len(self._threads)}",
         )
         self._threads.append(thread)
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as error:  # a limit on threads or memory (ulimit -u, -v)
+            self._threads.pop()
+            if prestart:
+                self._free -= 1
+            raise UserError(f"the sandbox cannot start a thread ({error}): this process's "
+                            "limits are too low (ulimit -v, -u)") from None
 
     def run(self, job: Job) -> ExecutionResult:
         return self.submit(job).result()
