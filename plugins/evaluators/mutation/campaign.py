@@ -444,21 +444,28 @@ def _readers(worker: WorkerProcess, plans: list, baseline: dict[str, dict], unre
 _PUT_BACK: set[str] = set()  # the files said to be put back (once each)
 
 
-def _put_back(path: Path, original: bytes, reply: dict) -> None:
-    """A test that wrote the module's file (the audit saw it: under a mutant, or at all)
-    changed the user's file, which Coral never writes: it is put back as it was (a
-    red-team pass found a test's `open(calc.__file__, "a")` left in the user's source)."""
-    events = [*reply.get("disk", []), *reply.get("seen", [])]
-    if any(isinstance(e, dict) and str(e.get("why", "")).startswith("wrote ")
-           for e in events):
-        try:
-            if path.read_bytes() != original:
-                restore(str(path), original)
-                if str(path) not in _PUT_BACK:
-                    _PUT_BACK.add(str(path))
-                    log.warning("a test wrote %s; it is put back as it was (each time)", path)
-        except OSError as error:
-            log.warning("a test wrote %s, which could not be put back: %s", path, error)
+def _put_back(path: Path, original: bytes | None, reply: dict | None) -> None:
+    """A test that wrote the module's file (the audit saw it, or its worker died before it
+    could say: `reply` None) changed the user's file, which Coral never writes: it is put
+    back as it was (a red-team pass found a test's `open(calc.__file__, "a")` left in the
+    user's source). Done by the worker's own thread after its mutant, before a worker that
+    died is replaced: done later, by the thread that records verdicts, it let the
+    replacement import the broken file (seen under load in CI). A file that changed with
+    no test seen writing it is the user's edit, and kept."""
+    if original is None:
+        return
+    events = [*reply.get("disk", []), *reply.get("seen", [])] if reply is not None else []
+    if reply is not None and not any(
+            isinstance(e, dict) and str(e.get("why", "")).startswith("wrote ") for e in events):
+        return
+    try:
+        if path.read_bytes() != original:
+            restore(str(path), original)
+            if str(path) not in _PUT_BACK:
+                _PUT_BACK.add(str(path))
+                log.warning("a test wrote %s; it is put back as it was (each time)", path)
+    except OSError as error:
+        log.warning("a test wrote %s, which could not be put back: %s", path, error)
 
 
 def _dispatch(session, plans, pool, module, pytest_args, project, progress,
@@ -486,11 +493,14 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                     return
                 try:
                     pool[index].close()
+                    _put_back(project / module, original, None)
                     pool[index] = spawn(module, pytest_args, project)
                     reply = pool[index].ask(request)
                 except (WorkerDied, UserError) as error:  # a thread must always answer
+                    _put_back(project / module, original, None)
                     done.put(error)
                     return
+            _put_back(project / module, original, reply)
             done.put((plan, reply))
 
     seen: list[str] = []  # what mutants' own in-memory runs saw of the disk
@@ -512,8 +522,6 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                 if isinstance(got, BaseException):
                     continue
                 plan, reply = got
-                if original is not None:
-                    _put_back(project / module, original, reply)
                 result, kills = _result(plan, reply)
                 mode = "reload" if any("fallback" in e for e in reply.get("events", [])) \
                     else plan.mode
