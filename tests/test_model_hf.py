@@ -163,6 +163,20 @@ def test_bad_adapter_and_options_are_user_errors(model, tiny, tmp_path):
         HFModel(str(tiny), chat_template=True).load()
 
 
+def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, tmp_path):
+    """The model is built before the run directory; a kind of prompt it cannot render is
+    refused then (check_prompt), not at the first batch of a run no resume could finish."""
+    coral = str(Path(sys.executable).with_name("coral"))
+    for extra in ((), ("--model-arg", "fim_template=starcoder")):
+        out = tmp_path / f"run{len(extra)}"
+        cli = subprocess.run([coral, "run", "--plugin", "fim", "--model", f"hf:{tiny}",
+                              "--limit", "1", "--samples", "1", *extra, "--out", str(out)],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+        assert "FIM template" in cli.stderr and not out.exists()
+    assert HFModel(str(tiny)).check_prompt(PROMPT) is None  # a plain prompt it renders
+
+
 def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
     """A hub id loads from the Hugging Face cache, and the cache key names its commit."""
     commit = "0123456789abcdef0123456789abcdef01234567"

@@ -73,12 +73,22 @@ class LocalExecutor:
         self.scoring(scoring)
 
     def prepare_model(self, model: ModelBlueprint, adapters: Sequence[str] = ()) -> None:
-        """Build the model now and check the adapters, where the model can: a broken
-        adapter is refused before any work, not at the first batch."""
+        """Build the model now and check the adapters and the kinds of prompt the run will
+        send, where the model can: either is refused before any work, not at the first
+        batch."""
         built = self.model(model)
         ready = getattr(built, "check_ready", None)  # a server that answers, a key it takes
         if callable(ready):
             ready()
+        renders = getattr(built, "check_prompt", None)  # e.g. infilling without FIM tokens
+        if callable(renders):
+            from coral_core.run.runner import select_tasks
+
+            kinds = {}
+            for task in select_tasks(self.dataset(model.dataset), model.dataset.section):
+                kinds.setdefault(task.prompt.kind, task.prompt)
+            for prompt in kinds.values():
+                renders(prompt)
         check = getattr(built, "prepare_adapter", None)
         if callable(check):
             for adapter in adapters:

@@ -152,6 +152,11 @@ class HFModel:
                             f"{rows} rows (a tokenizer of another model?)")
         self.eos_ids = _eos_ids(self._model, self.tokenizer) | self.fim_stop_ids
 
+    def check_prompt(self, prompt: Prompt) -> None:
+        """Refuse now, before the run directory exists, a kind of prompt this model cannot
+        render (an infilling prompt for a tokenizer without FIM tokens)."""
+        check_supported(prompt, self.name, self.fim)
+
     @property
     def base_model(self) -> Any:
         """The transformers model that every adapter is applied to (loaded once)."""
