@@ -411,15 +411,22 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
     assert not out.exists()
 
 
-def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env):
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env, dry_run):
+    """Refused before Ray starts, by --dry-run too; at most a year (1e308 is no deadline)."""
     out = tmp_path / "never"
-    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
-                       "--executor", "ray", "--out", str(out),
-                       env={**env, "CORAL_RAY_STALL_SECONDS": "soon"}, timeout=120)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "CORAL_RAY_STALL_SECONDS='soon'" in lines[0], result.stderr
-    assert not out.exists()
+    for value in ("soon", "1e308", "-5"):
+        result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
+                           "--executor", "ray", "--out", str(out), *dry_run,
+                           env={**env, "CORAL_RAY_STALL_SECONDS": value}, timeout=120)
+        assert result.returncode == 2 and not result.stdout
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"CORAL_RAY_STALL_SECONDS='{value}'" in lines[0], lines
+        assert not out.exists()
+    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--executor", "ray",
+                       "--out", str(out), "--dry-run",
+                       env={**env, "CORAL_RAY_STALL_SECONDS": "31536000"}, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 def test_what_a_ray_run_waits_for_reaches_the_progress_line(capsys):

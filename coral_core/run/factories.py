@@ -159,7 +159,12 @@ def build_executor(settings: Mapping[str, Any]) -> Executor:
 
 
 def check_executor(settings: Mapping[str, Any]) -> None:
-    plugins.registry().get("executors", settings["executor"])
+    """The executor's name and what its factory's optional `check_settings(settings)`
+    refuses without starting anything (docs/plugins.md)."""
+    entry = plugins.registry().get("executors", settings["executor"])
+    checker = getattr(entry.factory, "check_settings", None)
+    if callable(checker):
+        checker(settings)
     if settings.get("ray_address") and settings["executor"] == "local":
         # the local executor never reads it: a user who named a cluster meant to use it
         raise UserError(f"--ray-address ([execution] ray_address) '{settings['ray_address']}' is "

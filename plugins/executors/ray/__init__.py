@@ -25,6 +25,16 @@ def create_executor(settings: Mapping[str, Any]):
     return RayExecutor(settings)
 
 
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """What can be refused before Ray starts (by `--dry-run` too): the stall setting."""
+    from .executor import stall_seconds
+
+    stall_seconds()
+
+
+create_executor.check_settings = check_settings  # type: ignore[attr-defined]
+
+
 @hookimpl
 def coral_register_executors(register):
     register("ray", create_executor)

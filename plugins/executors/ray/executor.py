@@ -52,6 +52,7 @@ CLOSE_SECONDS = 60.0
 STALL_VARIABLE = "CORAL_RAY_STALL_SECONDS"
 STALL_SECONDS = 1800.0  # no call finished for this long: the run gives up (placing the
 #                         actors and loading a model in each fits in it)
+MAX_STALL_SECONDS = 365 * 86400.0
 QUIET_SECONDS = 30.0  # no call finished for this long: the progress line says what Ray holds
 WARN_SECONDS = 120.0  # ... and a warning says it once, even with --json
 TICK_SECONDS = 2.0  # the watchdog's period
@@ -108,9 +109,10 @@ def stall_seconds() -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value < float("inf"):
+    if not 0 < value <= MAX_STALL_SECONDS:
         raise UserError(f"{STALL_VARIABLE}={text!r}: give the seconds a Ray run may go "
-                        "without any call finishing, a positive number")
+                        f"without any call finishing, a positive number up to "
+                        f"{MAX_STALL_SECONDS:.0f} (a year)")
     return value
 
 
