@@ -163,6 +163,33 @@ def test_bad_adapter_and_options_are_user_errors(model, tiny, tmp_path):
         HFModel(str(tiny), chat_template=True).load()
 
 
+@pytest.mark.parametrize("option, words", [
+    ("batch_size=0", "batch_size and max_adapters must be at least 1"),
+    ("dtype=float7", "unknown dtype 'float7'"), ("fim_self_test=bogus", "fim_self_test"),
+    ("fim_template=qwem", "did you mean 'qwen'"), ("template_timeout=0", "template_timeout")])
+def test_option_values_are_judged_by_dry_run_without_loading(tiny, tmp_path, option, words):
+    """HFModel.check_options: the values building the model refuses, refused by --dry-run
+    (which builds nothing) and for a search-space value, each said where it was set."""
+    coral = str(Path(sys.executable).with_name("coral"))
+    cli = subprocess.run([coral, "run", "--plugin", "quixbugs", "--model", f"hf:{tiny}",
+                          "--model-arg", option, "--dry-run", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and not cli.stdout, cli.stdout
+    assert cli.stderr.count("\n") == 1 and words in cli.stderr, cli.stderr
+    assert "--model-arg" in cli.stderr
+    key, value = option.split("=")
+    literal = value if value.isdigit() else json.dumps(value)
+    config = tmp_path / "search.toml"
+    config.write_text(f'[model]\nspec = "hf:{tiny}"\n[search]\nstrategy = "grid"\n'
+                      f'[search.space]\n"model.options.{key}" = [{literal}]\n')
+    cli = subprocess.run([coral, "run", "--plugin", "quixbugs", "--config", str(config),
+                          "--dry-run", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and "[search.space]" in cli.stderr and words in cli.stderr, \
+        cli.stderr
+    HFModel.check_options(str(tiny), {"batch_size": 2, "dtype": "auto", "fim_template": ""})
+
+
 def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, tmp_path):
     """The model is built before the run directory; a kind of prompt it cannot render is
     refused then (check_prompt), not at the first batch of a run no resume could finish."""

@@ -143,11 +143,18 @@ def resolve_dtype(dtype: str | None, device: str) -> "torch.dtype":
         if device.startswith("cuda"):
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    name = _DTYPES.get(str(dtype).lower())
+    return getattr(torch, check_dtype(str(dtype)))
+
+
+def check_dtype(dtype: str) -> str:
+    """The torch name of a `dtype` option ("auto" and "" stand for the device's choice)."""
+    if dtype.lower() in ("", "auto"):
+        return ""
+    name = _DTYPES.get(dtype.lower())
     if name is None:
         known = ", ".join(sorted(_DTYPES))
         raise UserError(f"hf model: unknown dtype '{dtype}' (known: {known})")
-    return getattr(torch, name)
+    return name
 
 
 def load_tokenizer(source: ModelSource, *, trust_remote_code: bool = False) -> Any:

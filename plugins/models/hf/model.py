@@ -25,15 +25,16 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
 from coral_core.fim.canary import SelfTest, check_mode, run_self_test
+from coral_core.fim.templates import template_for
 
 from .loading import (
-    adapter_base, chat_template_file, check_config, clean, load_model, load_tokenizer,
+    adapter_base, chat_template_file, check_config, check_dtype, clean, load_model, load_tokenizer,
     quiet_transformers, read_json, resolve_device, resolve_dtype, resolve_source, same_base,
 )
 from .prompts import (
@@ -94,11 +95,8 @@ class HFModel:
         fim_template: str | None = None,
         fim_self_test: str = "warn",
     ) -> None:
-        if batch_size < 1 or max_adapters < 1:
-            raise UserError("hf model: batch_size and max_adapters must be at least 1")
-        if not (isinstance(template_timeout, (int, float)) and template_timeout > 0
-                and isinstance(template_max_chars, int) and template_max_chars > 0):
-            raise UserError("hf model: template_timeout and template_max_chars must be > 0")
+        _check_values(batch_size, max_adapters, template_timeout, template_max_chars,
+                      fim_self_test, fim_template, dtype)
         self.name = f"hf:{target}"
         self.source = resolve_source(target, revision)
         self.batch_size = batch_size
@@ -121,6 +119,13 @@ class HFModel:
         self.load()
         if adapter:
             self._load_adapter(adapter)
+
+    @staticmethod
+    def check_options(target: str, options: Mapping[str, Any]) -> None:
+        """What building the model would refuse in its options, judged without loading
+        anything: by `--dry-run`, and for every search-space value (docs/plugins.md)."""
+        given = {k: v for k, v in options.items() if k in _CHECKED}
+        _check_values(**{k: given.get(k, default) for k, default in _CHECKED.items()})
 
     # -- loading ----------------------------------------------------------------------
     def load(self) -> None:
@@ -377,6 +382,31 @@ class HFModel:
                 completion_tokens=end, seconds=seconds, finish_reason=stopper.reasons[i],
             ))
         return results
+
+
+_CHECKED = {"batch_size": 8, "max_adapters": 4, "template_timeout": 10.0,
+            "template_max_chars": 4_000_000, "fim_self_test": "warn", "fim_template": None,
+            "dtype": None}  # the options _check_values judges, with their defaults
+
+
+def _check_values(batch_size: Any, max_adapters: Any, template_timeout: Any,
+                  template_max_chars: Any, fim_self_test: Any, fim_template: Any,
+                  dtype: Any) -> None:
+    """Option values out of bounds (a value of the wrong type is left to the type check,
+    which names the type)."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if any(number(v) and v < 1 for v in (batch_size, max_adapters)):
+        raise UserError("hf model: batch_size and max_adapters must be at least 1")
+    if any(number(v) and not v > 0 for v in (template_timeout, template_max_chars)):
+        raise UserError("hf model: template_timeout and template_max_chars must be > 0")
+    if isinstance(fim_self_test, str):
+        check_mode(fim_self_test)
+    if isinstance(fim_template, str) and fim_template:
+        template_for(fim_template)
+    if isinstance(dtype, str):
+        check_dtype(dtype)
 
 
 def _context(model: Any) -> int | None:
