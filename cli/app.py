@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import shlex
@@ -21,6 +22,7 @@ except ImportError:  # pragma: no cover
 
 from coral_core import __version__
 from coral_core.errors import UserError
+from coral_core.files.stdout import silence
 from coral_core.switches import check_switches
 from coral_core.results.grids import printable
 from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup
@@ -196,6 +198,9 @@ def _run_interrupted() -> type[Exception]:
     return getattr(runner, "Interrupted", _NotRaised)
 
 
+_UNWRITABLE = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
 def _path_problem(error: BaseException) -> str | None:
     """A path the user gave that the system cannot follow (too long, a loop of links, a
     file where a folder must be...), or limits too low to start a thread, as one line; None
@@ -203,6 +208,8 @@ def _path_problem(error: BaseException) -> str | None:
     the path was first used or the thread first started."""
     if isinstance(error, OSError) and error.filename is not None:
         return f"cannot use {error.filename}: {error.strerror or error}"
+    if isinstance(error, OSError) and error.errno in _UNWRITABLE:  # a write past the guard
+        return f"cannot write output: {error.strerror or error}"
     if isinstance(error, RuntimeError) and str(error).startswith("Symlink loop"):
         return f"cannot use a path: {error} (a loop of symbolic links)"
     if isinstance(error, RuntimeError) and str(error) == "can't start new thread":
@@ -253,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         why = _path_problem(error)
         if why is None:
             raise
+        if isinstance(error, OSError) and error.errno in _UNWRITABLE:
+            silence(sys.stdout)  # what it still buffers must not fail again at exit
         if _state["verbose"]:
             traceback.print_exception(error, file=sys.stderr)
         _fail(why)

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any
 
+from coral_core.files.stdout import GuardedStream
+
 
 def make_streams_safe() -> None:
     for fd, mode in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
@@ -37,6 +39,8 @@ def make_streams_safe() -> None:
             pass
     if not isinstance(sys.stderr, _DroppedWhenGone):
         sys.stderr = _DroppedWhenGone(sys.stderr)
+    if not isinstance(sys.stdout, GuardedStream):  # a full disk is one line, not a traceback
+        sys.stdout = GuardedStream(sys.stdout)
 
 
 class _DroppedWhenGone:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
+from coral_core.files.stdout import GuardedStream
 from coral_core.results.grids import printable
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -73,7 +74,7 @@ def reserve_stdout() -> None:
     if _document is not None:
         return
     sys.stdout.flush()
-    _document = io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8")
+    _document = GuardedStream(io.TextIOWrapper(os.fdopen(os.dup(1), "wb"), encoding="utf-8"))
     try:
         os.dup2(2, 1)
     except OSError:  # stderr closed (2>&-): the strays go nowhere

@@ -93,3 +93,23 @@ def test_a_memory_limit_too_low_for_a_thread_stops_the_trial_in_one_line(tmp_pat
     if done.returncode == 2:  # (0 where this machine's threads fit in the limit)
         assert done.stderr.strip().splitlines()[-1].startswith(
             "coral: error: cannot start a thread: this process's limits are too low")
+
+
+def test_a_full_standard_output_is_one_line_and_the_run_is_complete(tmp_path, data_dir):
+    """stdout on a full device (/dev/full): every command that prints says so in one line,
+    exit status 2, whether its output went through print, rich, click or --json; a run
+    that finished before its summary could be printed is complete on disk."""
+    out = tmp_path / "run"
+    commands = [_run_args(tmp_path, out) + ["--json"], [CORAL, "report", str(out)],
+                [CORAL, "report", str(out), "--json"], [CORAL, "export", str(out)],
+                [CORAL, "datasets", "list"], [CORAL, "--help"], [CORAL, "--version"]]
+    for command in commands:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True,
+                                  env=coral_env(data_dir), timeout=300)
+        assert done.returncode == 2, (command, done.stderr)
+        lines = [line for line in done.stderr.splitlines() if line.startswith("coral:")]
+        assert lines == ["coral: error: cannot write to standard output: No space left on "
+                         "device"], (command, done.stderr)
+        assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    assert _finished(out)["status"] == "finished"
