@@ -178,6 +178,33 @@ def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):
     assert resumed.returncode == 0, resumed.stderr
 
 
+def test_resume_refuses_a_damaged_store_before_writing_anything(tmp_path, env):
+    """A page of the store overwritten (a red-team pass: the resume failed at its first
+    write with a traceback, after it had marked the run running and rewritten its
+    config.toml), and a switches record of the wrong shape (it was skipped): one line each,
+    and the folder as it was."""
+    run_dir = _interrupted_run(tmp_path, env)
+    broken = shutil.copytree(run_dir, tmp_path / "broken",
+                             ignore=shutil.ignore_patterns("*-shm", ".lock"))
+    with sqlite3.connect(broken / "coral.sqlite") as db:  # a file the size of a few pages
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+    assert pages > 4
+    with open(broken / "coral.sqlite", "r+b") as handle:
+        handle.seek(2 * page + 100)
+        handle.write(b"\0" * (page - 200))
+    kept = ("config.toml", "coral.sqlite")  # the lock and SQLite's -shm are rewritten
+    before = [(broken / name).read_bytes() for name in kept]
+    _one_line_error(run_coral("run", "--resume", str(broken), env=env), "is damaged")
+    assert [(broken / name).read_bytes() for name in kept] == before
+    for record in ('{"SKIP_MUTATION": "yes"}', "[]", '"x"'):
+        with sqlite3.connect(run_dir / "coral.sqlite") as db:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'switches'", (record,))
+        _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
+                        "the store is damaged")
+
+
 @pytest.mark.parametrize("edited", ["python_programs/sieve.py", "json_testcases/sieve.json"])
 def test_resume_refuses_a_task_that_changed_since_the_run_began(
         tmp_path, env, data_dir, edited):

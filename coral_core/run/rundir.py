@@ -275,6 +275,7 @@ def open_run(run_dir: Path, relocate: Mapping[tuple[str, str], str] | None = Non
         _has_a_run(run_dir)
         store = RunStore.in_run(run_dir)
         try:
+            store.check_intact()
             if store.meta("status") == "finished" and summary.exists():
                 raise UserError(f"{run_dir} is a finished run; see 'coral report {run_dir}'")
             # finished, but its summary.json was lost: resuming runs nothing and writes it
@@ -302,8 +303,11 @@ def _same_switches(run_dir: Path, stored: str | None) -> None:
     if stored is None:
         return
     began = json_value(stored, f"{run_dir / RunStore.FILENAME}: switches")
+    if not (isinstance(began, dict) and all(type(v) is bool for v in began.values())):
+        raise UserError(f"{run_dir / RunStore.FILENAME}: its record of the switches the run "
+                        "began with is not a table of true/false values; the store is damaged")
     for name, now in result_switches().items():
-        if isinstance(began, dict) and name in began and began[name] != now:
+        if name in began and began[name] != now:
             raise UserError(f"{run_dir} began with {name}={int(bool(began[name]))} and would "
                             f"be resumed with {name}={int(now)}, mixing results of both; "
                             f"resume it with {name}={int(bool(began[name]))}")

@@ -234,7 +234,7 @@ class RunStore:
                                     "was writing to it; its results since then are lost")
             try:
                 self._db.execute(sql, params)
-            except sqlite3.OperationalError as error:
+            except sqlite3.DatabaseError as error:  # a full disk, a damaged page...
                 raise RunStoreError(f"cannot write to {self.path}: {error}") from None
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -243,6 +243,15 @@ class RunStore:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as error:
                 raise RunStoreError(f"cannot read {self.path}: {error}") from None
+
+    def check_intact(self) -> None:
+        """Refuse a store whose pages are damaged (SQLite's quick_check), before a resume
+        writes anything: else it failed at its first write, half-way through starting."""
+        found = self._rows("PRAGMA quick_check(1)")
+        if not found or found[0][0] != "ok":
+            said = found[0][0] if found else "no answer"
+            raise RunStoreError(f"{self.path} is damaged (SQLite's check: {said}); resume a "
+                                "copy made before the damage, or start a new run")
 
     def evaluations_without_generations(self) -> int:
         """Evaluations whose generation row is gone: no run writes them (a generation is
