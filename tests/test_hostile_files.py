@@ -383,6 +383,7 @@ def test_no_output_replaces_a_runs_own_files_or_the_commands_inputs(run_copy, tm
         (("export", str(run_copy), "-o", str(tmp_path / "alias" / "summary.json")),
          "a file of the run"),
         (("export", str(run_copy), "-o", f"{run_copy}/../run/config.toml"), "a file of the run"),
+        (("export", str(run_copy), "-o", str(run_copy / "heatmap.png")), "a file of the run"),
         (("evaluate", "--plugin", "quixbugs", "--samples", str(samples), "--results",
           str(run_copy / "coral.sqlite-wal")), "a file of the run"),
         (("evaluate", "--plugin", "quixbugs", "--samples", str(samples), "--results",

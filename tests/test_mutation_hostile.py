@@ -401,28 +401,52 @@ def test_background():
         _kill(_with(marker))
 
 
-def test_a_test_that_writes_the_module_leaves_the_users_file_as_it_was(tmp_path):
+WRITES = {  # ways a test changes the module's file (red-team passes found each unseen)
+    "open": '''with open(calc.__file__, "a") as handle:
+            handle.write("\\nBROKEN = 1 / 0\\n")''',
+    "os_open": '''fd = os.open(calc.__file__, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"\\nBROKEN = 1 / 0\\n")
+        os.close(fd)''',
+    "replace": '''with open(calc.__file__ + ".new", "w") as handle:
+            handle.write("BROKEN = 1 / 0\\n")
+        os.replace(calc.__file__ + ".new", calc.__file__)''',
+    "link": '''os.remove(calc.__file__)
+        os.symlink(VICTIM, calc.__file__)''',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRITES))
+def test_a_test_that_writes_the_module_leaves_the_users_file_as_it_was(tmp_path, kind):
     """A red-team pass: a test that appends to `calc.__file__` when the answer is wrong (so
     only under a mutant) left `BROKEN = 1/0` in the user's source, which Coral never
-    writes. Its verdicts still come the exact way; the file is put back after each run."""
-    writes = '''import calc
+    writes; later ones did it with os.open, os.replace, and a link in its place to a file
+    outside the project (which putting it back must not write through). Its verdicts still
+    come the exact way; the file is put back after each run."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not the project's\n")
+    writes = f'''import os
+
+import calc
 from calc import count_up
+
+VICTIM = {str(victim)!r}
 
 
 def test_writes():  # first: under a mutant the first failing test ends the run (-x)
     if count_up(2) != 2:
-        with open(calc.__file__, "a") as handle:
-            handle.write("\\nBROKEN = 1 / 0\\n")
+        {WRITES[kind]}
     assert count_up(2) == 2
 
 
 '''
-    root = project(tmp_path, MODULE, writes + TESTS)
+    root = project(tmp_path / "project", MODULE, writes + TESTS)
     done = run_coral(root, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["exact"] > 0  # the writes were seen: exact verdicts
-    assert (root / "calc.py").read_text() == MODULE
+    assert not (root / "calc.py").is_symlink() and (root / "calc.py").read_text() == MODULE
+    assert victim.read_text() == "not the project's\n"
     assert "it is put back as it was" in done.stderr
+    assert not [p for p in root.iterdir() if p.name.endswith(".tmp")]
 
 
 @pytest.mark.parametrize("layout", ["big_file", "linked_folder", "linked_file"])
@@ -519,3 +543,66 @@ def test_lines_a_test_writes_onto_the_audit_pipe_are_named_and_change_no_verdict
     assert any("something a test wrote onto the audit hook's pipe" in reason
                for reason in summary["exact_reasons"]), summary["exact_reasons"]
     assert verdicts(root / "s.sqlite") == benign
+
+
+COPIES = {  # a copy of add's code made when the tests are collected, used in the test
+    "replace": '''import types
+
+ALIAS = types.FunctionType(calc.add.__code__.replace(co_name="alias"), calc.__dict__)
+
+
+def test_add():
+    assert ALIAS(2, 2) == 4
+''',
+    "held": '''import types
+
+ADD_CODE = calc.add.__code__
+
+
+def test_add():
+    assert types.FunctionType(ADD_CODE, calc.__dict__)(2, 2) == 4
+''',
+    "marshal": '''import marshal
+import types
+
+ADD_BYTES = marshal.dumps(calc.add.__code__)
+
+
+def test_add():
+    assert types.FunctionType(marshal.loads(ADD_BYTES), calc.__dict__)(2, 2) == 4
+''',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COPIES))
+def test_copies_of_the_code_made_at_collection_change_no_verdict(tmp_path, kind, benign):
+    """A red-team pass: a function made from a copy of add's code taken at collection
+    (`code.replace`, the code object kept, its marshalled bytes) ran the old code under an
+    in-memory swap, and every mutant of add 'survived'. Such a module's mutants reload:
+    the verdicts are those of the same assertion made on calc.add itself."""
+    root = project(tmp_path, ARITH, HEAD + COPIES[kind])
+    done = run_coral(root, "--json")
+    assert done.returncode == 0, done.stderr
+    assert verdicts(root / "s.sqlite") == benign
+    modes = {row["mode"] for row in json.loads(done.stdout)["mutants"] if row["line"] == 2}
+    assert modes == {"reload"}, modes  # add's; mul's may swap where only add's code is held
+
+
+@pytest.mark.parametrize("link", ["alias.py", "pkg"])
+def test_a_module_a_link_in_the_project_reaches_is_refused(tmp_path, link):
+    """A red-team pass: tests that imported the module through a link (`mod.py ->
+    real.py`) ran code Coral neither traced nor swapped: every mutant survived. A link to
+    the module, or to a folder above it, is one line and exit status 2, before any work."""
+    root = project(tmp_path, ARITH, BENIGN)
+    if link == "pkg":
+        (root / "real").mkdir()
+        (root / "calc.py").rename(root / "real" / "calc.py")
+        (root / "pkg").symlink_to(root / "real")
+        module = "real/calc.py"
+    else:
+        (root / link).symlink_to(root / "calc.py")
+        module = "calc.py"
+    done = coral(root, "mutation", "run", "--module", module, "--tests", "test_calc.py",
+                 "--session", "s.sqlite", "--workers", "1")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"{link} is a link to" in done.stderr and not (root / "s.sqlite").exists()

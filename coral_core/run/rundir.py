@@ -143,8 +143,8 @@ def label(spec: str) -> str:
 def run_files() -> tuple[str, ...]:
     """The names of a run's own files in its directory."""
     store = RunStore.FILENAME
-    return (CONFIG_FILE, SUMMARY_FILE, LOCK_FILE, store, f"{store}-wal", f"{store}-shm",
-            f"{store}-journal")
+    return (CONFIG_FILE, SUMMARY_FILE, HEATMAP_FILE, LOCK_FILE, store, f"{store}-wal",
+            f"{store}-shm", f"{store}-journal")
 
 
 def refuse_run_file(path: Path, flag: str) -> None:

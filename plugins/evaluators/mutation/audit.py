@@ -19,12 +19,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+import types
 
 from coral_plugins.evaluators.mutation.probe import patch_fork_exec
 
 # Events that start a program (the program may import the module from its file).
 PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
                             "os.spawn", "pty.spawn", "os.startfile", "coral.started"})
+# Events that change the module's file (or a folder above it) other than by opening it
+# (os.replace raises os.rename), with how many of their first arguments are paths.
+COPY_EVENTS = frozenset({"code.__new__", "marshal.dumps"})
+CHANGE_EVENTS = {"os.rename": 2, "os.remove": 1, "os.truncate": 1, "os.link": 2,
+                 "os.symlink": 2, "shutil.rmtree": 1, "shutil.move": 2}
 IMPORT_FILE = "<frozen importlib._bootstrap>"
 # Standard-library helpers that start fixed system tools (ldconfig, file, uname, ifconfig),
 # which cannot import the module: a library calling them on import is not a test that sees
@@ -38,6 +44,12 @@ def _words(value, limit: int = 4) -> str:
                         for v in list(value)[:limit])
         return text + (" ..." if len(value) > limit else "")
     return (os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value))[:80]
+
+
+def _flags_mode(flags) -> str:
+    """os.open's flags as open()'s mode letters: "w" where they write."""
+    writes = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    return "w" if isinstance(flags, int) and flags & writes else "r"
 
 
 def json_lines(data: bytes) -> list:
@@ -75,6 +87,7 @@ class Audit:
         self.tools = {os.path.join(self.stdlib, name) for name in TOOLS}
         self.project = os.path.realpath(os.getcwd()) + os.sep
         self._own: dict[str, bool] = {}
+        self.copied = False  # a copy of the module's code was made at collection
 
     def install(self) -> None:
         import _pytest
@@ -109,7 +122,23 @@ class Audit:
                 return
             self._busy = True
             try:
-                self._open(os.fsdecode(args[0]), args[1])
+                # os.open gives no mode, but flags
+                mode = args[1] if args[1] is not None else _flags_mode(args[2])
+                self._open(os.fsdecode(args[0]), mode)
+            finally:
+                self._busy = False
+        elif event in COPY_EVENTS:
+            if self.phase == "collect" and not self.copied:
+                self.copied = self._copies_code(event, args)
+        elif event in CHANGE_EVENTS:  # rare: each path resolved
+            self._busy = True
+            try:
+                for path in args[:CHANGE_EVENTS[event]]:
+                    if isinstance(path, (str, bytes)):
+                        real = os.path.realpath(os.fsdecode(path))
+                        if real == self.path or self.path.startswith(real + os.sep):
+                            self.report(f"wrote {self.base} on disk ({event})")
+                            break
             finally:
                 self._busy = False
         elif event in ("os.fork", "os.forkpty"):  # shares the mutant; its reads are unseen
@@ -141,6 +170,24 @@ class Audit:
                     self.report(f"started a process ({what})")
             finally:
                 self._busy = False
+
+    def _copies_code(self, event: str, args: tuple) -> bool:
+        """A copy of a function's code of the module made at import or collection: a
+        `code.replace` (a code object built), or its bytes (`marshal.dumps`). A function
+        later made from the copy runs the old code under an in-memory mutant."""
+        if event == "code.__new__":
+            filename, name = args[1], args[2]
+        elif isinstance(args[0], types.CodeType):
+            filename, name = args[0].co_filename, args[0].co_name
+        else:
+            return False
+        if not isinstance(filename, str) or os.path.basename(filename) != self.base:
+            return False
+        self._busy = True
+        try:
+            return name != "<module>" and os.path.realpath(filename) == self.path
+        finally:
+            self._busy = False
 
     def _project_code(self, filename: str) -> bool:
         """Code of the project (its tests, conftest files, modules), not of a library

@@ -8,6 +8,7 @@ import logging
 import os
 import queue
 import random
+import stat
 import threading
 import time
 import tokenize
@@ -42,6 +43,32 @@ def _inside(path: Path, project: Path, what: str) -> Path:
     if resolved != project and project not in resolved.parents:
         raise UserError(f"{what} {path} is outside the project folder {project}")
     return resolved
+
+
+_NOT_WALKED = ("__pycache__", "node_modules", "site-packages")
+
+
+def _refuse_aliases(project: Path, modules: list[Path]) -> None:
+    """A link inside the project to a module (or to a folder above one) lets the tests
+    import it under a second name, which runs code Coral neither mutates in memory nor
+    traces (a red-team pass: every mutant of a module the tests imported through a link
+    'survived'). Refused: cosmic-ray writes through the link, Coral cannot follow both."""
+    wanted = {str(m) for m in modules}
+    for folder, folders, files in os.walk(project):
+        folders[:] = [f for f in folders if not f.startswith(".") and f not in _NOT_WALKED]
+        for name in [*folders, *files]:
+            link = os.path.join(folder, name)
+            if not os.path.islink(link):
+                continue
+            real = os.path.realpath(link)
+            hit = next((m for m in sorted(wanted)
+                        if m == real or m.startswith(real + os.sep)), None)
+            if hit is not None:
+                raise UserError(
+                    f"{os.path.relpath(link, project)} is a link to "
+                    f"{os.path.relpath(real, project)}, so the tests can import module "
+                    f"{os.path.relpath(hit, project)} under two names and Coral would mutate "
+                    "it under one; remove the link, or mutate a copy of the project without it")
 
 
 def _result(plan: Plan, reply: dict | None):
@@ -124,6 +151,7 @@ def run_mutation(module: Path | list[Path], tests: list[Path], session_path: Pat
     found = [path for path in found if is_within(path, project)]
     if not found:
         raise UserError(f"no Python module to mutate in {', '.join(map(str, given))}")
+    _refuse_aliases(project, found)
     sources = {Path(os.path.relpath(path, project)): _source(path, path.relative_to(project))
                for path in found}
     if skip_requested():  # after the paths: a wrong one is still an error
@@ -459,13 +487,26 @@ def _put_back(path: Path, original: bytes | None, reply: dict | None) -> None:
             isinstance(e, dict) and str(e.get("why", "")).startswith("wrote ") for e in events):
         return
     try:
-        if path.read_bytes() != original:
+        if os.path.realpath(path.parent) != str(path.parent):  # a folder made a link
+            raise OSError(f"its folder {path.parent} was replaced by a link")
+        if _current(path) != original:
             restore(str(path), original)
             if str(path) not in _PUT_BACK:
                 _PUT_BACK.add(str(path))
                 log.warning("a test wrote %s; it is put back as it was (each time)", path)
     except OSError as error:
         log.warning("a test wrote %s, which could not be put back: %s", path, error)
+
+
+def _current(path: Path) -> bytes | None:
+    """The file's bytes, or None where a test left no regular file (removed, renamed away,
+    a link or a FIFO in its place)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _dispatch(session, plans, pool, module, pytest_args, project, progress,

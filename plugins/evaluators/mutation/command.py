@@ -42,11 +42,11 @@ def _line(summary: dict) -> str:
 
 @app.command("run", cls=CoralCommand)
 def run(
-    module: List[Path] = typer.Option(
+    module: List[str] = typer.Option(
         [], "--module", metavar="PATH",
         help="A module to mutate, or a folder of them (repeatable; inside the current folder)."),
-    tests: List[Path] = typer.Option([], "--tests", metavar="PATH",
-                                     help="Test file or folder (repeatable)."),
+    tests: List[str] = typer.Option([], "--tests", metavar="PATH",
+                                    help="Test file or folder (repeatable)."),
     session: Optional[Path] = typer.Option(
         None, "--session", metavar="FILE.sqlite",
         help="The session: a cosmic-ray WorkDB (default MODULE.mutation.sqlite here)."),
@@ -100,8 +100,13 @@ def run(
     def pick(given, key: str, default=None):
         return check_flag(key, given) if given not in (None, []) else kept.get(key, default)
 
-    modules = [Path(m) for m in as_list(pick(module, "module"))]
-    test_paths = [Path(t) for t in as_list(pick(tests, "tests"))]
+    given = {"--module": as_list(pick(module, "module")), "--tests": as_list(pick(tests, "tests"))}
+    for flag, paths in given.items():
+        if any(not str(path).strip() for path in paths):  # an unset shell variable
+            raise UserError(f"{flag} takes a path, not an empty string (the whole project "
+                            "is '.')")
+    modules = [Path(m) for m in given["--module"]]
+    test_paths = [Path(t) for t in given["--tests"]]
     if not modules or not test_paths:
         missing = "--module" if not modules else "--tests"
         raise UserError(f"{missing} is needed (or its key in pyproject.toml's "

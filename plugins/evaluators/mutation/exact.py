@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import glob
 import os
+import secrets
 import shutil
+import stat
 
 from coral_plugins.evaluators.mutation.probe import found_elsewhere
 
@@ -63,16 +65,39 @@ def forget_bytecode(module_file: str) -> None:
 
 
 def write_mutant(module_file: str, source: str) -> None:
-    """Write the mutated source as cosmic-ray's `mutate_path` does (text mode, UTF-8)."""
-    with open(module_file, mode="wt", encoding="utf-8") as handle:
-        handle.write(source)
+    """Write the mutated source as cosmic-ray's `mutate_path` does (UTF-8 text)."""
+    replace_file(module_file, source.encode("utf-8"))
     forget_bytecode(module_file)
 
 
 def restore(module_file: str, original: bytes) -> None:
-    with open(module_file, "wb") as handle:
-        handle.write(original)
+    replace_file(module_file, original)
     forget_bytecode(module_file)
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """A new file beside `path`, renamed over it: a test may have left a link (to a file
+    outside the project) or a FIFO where the module was, which is replaced, never written
+    through. The file keeps the permissions of the regular file it replaces."""
+    try:
+        info = os.lstat(path)
+        mode = info.st_mode & 0o7777 if stat.S_ISREG(info.st_mode) else None
+    except FileNotFoundError:
+        mode = None
+    folder, name = os.path.split(path)
+    temporary = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "xb") as handle:
+            handle.write(data)
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def in_copy(path: str, project: str, copy: str) -> str:

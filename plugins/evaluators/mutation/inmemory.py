@@ -62,11 +62,32 @@ def changed_codes(original: types.CodeType,
     return pairs if walk(original, mutated) else None
 
 
+def _held_codes(functions: list[types.FunctionType]) -> set[types.CodeType]:
+    """The live functions' code objects (nested ones too) that something other than a
+    function or its enclosing code holds: a code object kept at import (`SAVED =
+    f.__code__`, in a tuple, a cell, a frame) makes a function of the old code whenever it
+    is used, which no swap reaches (a red-team pass: false survivors)."""
+    live = {id(code): code for function in functions for code in _all(function.__code__)}
+    codes = list(live.values())
+    consts = {id(code.co_consts) for code in codes}
+    held: set[types.CodeType] = set()
+    here = sys._getframe()
+    for referrer in gc.get_referrers(*codes):
+        if isinstance(referrer, types.FunctionType) or id(referrer) in consts \
+                or referrer is codes or referrer is live or referrer is here or (
+                    type(referrer) is tuple and len(referrer) == len(codes)
+                    and all(a is b for a, b in zip(referrer, codes))):  # the call's own
+            continue
+        held.update(live[id(r)] for r in gc.get_referents(referrer) if id(r) in live)
+    return held
+
+
 class Swap:
     """The live code of one module file, found once after collection (in the worker)."""
 
-    def __init__(self, filename: str, source: str):
+    def __init__(self, filename: str, source: str, copied: bool = False):
         self.filename = filename
+        self.copied = copied  # its code was copied at import (audit.py): no swap is faithful
         with warnings.catch_warnings():  # its warnings were the import's business
             warnings.simplefilter("ignore")
             self.original = compile(source, filename, "exec", dont_inherit=True)
@@ -90,6 +111,7 @@ class Swap:
         known = set(_all(self.original))
         self.rebuilt = {(f.__code__.co_name, f.__code__.co_firstlineno)
                         for f in self.functions if f.__code__ not in known}
+        self.held = _held_codes(self.functions)
 
     def apply(self, mutated_source: str) -> bool:
         """Give every live function the mutant changes its mutated code; False (nothing
@@ -99,7 +121,8 @@ class Swap:
         pairs = changed_codes(self.original, mutated)
         if self.frozen or not pairs or any(code in pairs for code in self.suspended):
             return False
-        if any((old.co_name, old.co_firstlineno) in self.rebuilt for old in pairs):
+        # A twin made by `code.replace` may carry any name and line: with one, none swaps.
+        if self.copied or self.rebuilt or any(old in self.held for old in pairs):
             return False
         targets = [(function, pairs[function.__code__]) for function in self.functions
                    if function.__code__ in pairs]

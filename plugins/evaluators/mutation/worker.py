@@ -210,7 +210,7 @@ class Worker(_Phases):
         if self.module is not None:
             with open(self.module_path, "rb") as handle:
                 text = importlib.util.decode_source(handle.read())
-            self.swap = inmemory.Swap(self.module.__file__, text)
+            self.swap = inmemory.Swap(self.module.__file__, text, self.audit.copied)
         for path in (self.module_path, getattr(self.module, "__file__", None)):
             linecache.cache.pop(path, None)  # a test's inspect.getsource must open the file
 
