@@ -268,6 +268,17 @@ HOSTILE = {
     "reads_its_own_output_back": ("HumanEval/13", "    import sys\n"
                                   "    sys.stdout.getvalue()\n" + _GCD, True),
     "prints_a_lone_surrogate": ("HumanEval/13", "    print('\\ud800')\n" + _GCD, True),
+    # a red-team pass: a program that rebinds json or os functions at its top level
+    # (honestly: to indent its own output) broke Coral's lines between the processes
+    "rebinds_json_dumps": ("HumanEval/23", "    return len(string)\nimport functools\n"
+                           "import json\n"
+                           "json.dumps = functools.partial(json.dumps, indent=2)\n", True),
+    "rebinds_json_loads": ("HumanEval/23", "    return len(string)\nimport json\n"
+                           "_loads = json.loads\n"
+                           "json.loads = lambda s, **k: _loads(s, parse_int=float, **k)\n",
+                           True),
+    "rebinds_os_write": ("HumanEval/23", "    return len(string)\nimport os\n"
+                         "os.write = lambda fd, data: len(data)\n", True),
     "uses_tempfile": ("HumanEval/23", "    import tempfile\n"
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"

@@ -166,3 +166,22 @@ def test_evaluate_shows_a_test_files_own_tests(tmp_path, data_dir):
     assert [o["test"] for o in document["outcomes"]] == ["test_one", "test_tmp"]
     human = run_coral(*args, env=coral_env(data_dir, SKIP_MUTATION="true", COLUMNS="200"))
     assert "(1/2 tests)" in human.stdout and "tmp_path" in human.stdout
+
+
+def test_a_program_that_rebinds_json_and_os_functions_is_scored_as_it_is(tmp_path, data_dir):
+    """A red-team pass: a correct program that, at its top level, makes `json.dumps` indent
+    (or rebinds `os.write`, `os.times`, `os._exit`) broke the lines that report its results,
+    and failed. The sandbox's reporting takes them before any program loads."""
+    programs = data_dir / "quixbugs"
+    correct = (programs / "correct_python_programs" / "sieve.py").read_text()
+    patches = ("import functools, json, os\n"
+               "json.dumps = functools.partial(json.dumps, indent=2)\n"
+               "json.loads = None\nos.write = lambda fd, data: len(data)\n"
+               "os.times = None\nos._exit = None\n")
+    candidate = tmp_path / "sieve.py"
+    candidate.write_text(patches + correct)
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--problem", "sieve",
+                       "--candidate", str(candidate), "--json", env=coral_env(data_dir))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["passed"] is True, document["outcomes"]

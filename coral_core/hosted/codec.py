@@ -167,6 +167,12 @@ class Encoder:
         return answer
 
 
+# Taken when this module loads, before the program: a program may rebind them at its top
+# level, honestly (`json.dumps = partial(json.dumps, indent=2)`), which must not break the
+# lines between the two processes (a red-team pass).
+_dumps, loads, _write, _read = json.dumps, json.loads, os.write, os.read
+
+
 class Channel:
     """Lines of JSON between a job's two processes: `send` writes one whole line, `line`
     takes the next complete one from what has arrived (None: none has yet), `fill` reads
@@ -176,10 +182,10 @@ class Channel:
         self.read, self.write, self.buffer = read, write, bytearray()
 
     def send(self, kind, payload):
-        data = (kind + json.dumps(payload, separators=(",", ":")) + "\n").encode(
+        data = (kind + _dumps(payload, separators=(",", ":")) + "\n").encode(
             "utf-8", "surrogatepass")
         while data:
-            data = data[os.write(self.write, data):]
+            data = data[_write(self.write, data):]
 
     def line(self):
         end = self.buffer.find(b"\n")
@@ -190,7 +196,7 @@ class Channel:
         return line
 
     def fill(self):
-        chunk = os.read(self.read, 1 << 16)
+        chunk = _read(self.read, 1 << 16)
         self.buffer += chunk
         return bool(chunk)
 

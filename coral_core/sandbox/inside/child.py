@@ -26,11 +26,15 @@ FILTERED = []  # [True] once the worker (and so every child) runs under the secc
 # processes on top of the user's tasks when the worker started ([count]).
 PROCESS_BASE = [0]
 SPLIT = {}  # in a hosted job: this process's role, its pipe to the other (and its pid)
+# What reports the program's results, taken before any program loads: a program may
+# rebind `json.dumps` (to indent its own output) or `os.write` at its top level, honestly,
+# and its results must still reach the worker as plain lines (a red-team pass).
+_dumps, _write, _times, _exit = json.dumps, os.write, os.times, os._exit
 
 
 def _write_all(fd, data):
     while data:
-        written = os.write(fd, data)
+        written = _write(fd, data)
         data = data[written:]
 
 
@@ -132,11 +136,11 @@ def run_child(control, first, result_fd, scratch, body_fd):
     def encoded(value):
         try:
             data = encode(value, current["ids"], current["keep"])
-            return "R" + json.dumps(data, separators=(",", ":"))
+            return "R" + _dumps(data, separators=(",", ":"))
         except (Unrepresentable, RecursionError, ValueError, TypeError) as error:
-            return "R" + json.dumps({"x": describe(error)})
+            return "R" + _dumps({"x": describe(error)})
         except Exception as error:  # e.g. a __bool__ that raises
-            return "R" + json.dumps({"x": describe(error)})
+            return "R" + _dumps({"x": describe(error)})
 
     def record(value):  # graph tests: sent at once, so a later timeout keeps it
         send(encoded(value))
@@ -151,7 +155,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
         if private is not None:  # the host's process: it serves the candidate's, then ends
             sys.modules[job["host"]].serve(send, record, private, load_module)
             _flush_output()
-            os._exit(0)
+            _exit(0)
         if counting:
             counted(start=True)
         try:
@@ -163,7 +167,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
             exec(compile(job["setup"], "<tests>", "exec"), namespace)
     except BaseException as error:
         send("X" + describe(error))
-        os._exit(0)
+        _exit(0)
     send("L %.6f %d" % (_own_cpu(), loaded))
     steps = job["steps"]
     for index in range(first, len(steps)):
@@ -191,7 +195,7 @@ def run_child(control, first, result_fd, scratch, body_fd):
             line = "E%d %.6f %d %s" % (index, _own_cpu(), traced, describe(error))
         _flush_output()  # the worker may kill us as soon as the last step reports
         send(line)
-    os._exit(0)
+    _exit(0)
 
 
 # What a program could use to hide the lines it runs from the counter, and honest programs
@@ -279,7 +283,7 @@ def _flush_output():
 
 
 def _own_cpu():
-    times = os.times()
+    times = _times()
     return times.user + times.system + times.children_user + times.children_system
 
 

@@ -20,7 +20,6 @@ import builtins
 import decimal
 import fractions
 import io
-import json
 import numbers
 import os
 import sys
@@ -252,7 +251,7 @@ def serve(module):
             return
         kind = line[:1].decode("latin-1")
         try:
-            request = json.loads(line[1:])
+            request = codec.loads(line[1:])
             if kind == "N":
                 reply = _names(module, request)
             elif kind in ("C", "G"):
