@@ -8,7 +8,9 @@ names them in CORAL_PLUGINS (`coral_env` does it for the distributions on its PY
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from importlib import metadata
@@ -106,6 +108,18 @@ def run_coral(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
     command = [str(Path(sys.executable).with_name("coral")), *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=timeout)
+
+
+def store_sql(path: Path, statement: str, params: tuple = (), *,
+              read_only: bool = False) -> list[tuple]:
+    """One statement on a run's store, committed, and the connection closed before the next
+    Coral starts: a test's idle connection left open across a Coral that ended the store's
+    WAL kept an old -shm, and its next connection in the same process read a WAL that no
+    longer existed (SQLITE_IOERR_SHORT_READ)."""
+    target = f"file:{path}?mode=ro" if read_only else str(path)
+    with contextlib.closing(sqlite3.connect(target, uri=read_only, timeout=1)) as db:
+        with db:
+            return db.execute(statement, params).fetchall()
 
 
 def ended_owner_tag() -> str:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_sql
+
 pytest.importorskip("cosmic_ray")
 
 BIN = Path(sys.executable).parent
@@ -274,8 +276,7 @@ def test_resume_after_kill_redoes_nothing_finished(tmp_path):
     while time.monotonic() < deadline and process.poll() is None:
         if (root / "s.sqlite").exists():
             try:
-                with sqlite3.connect(root / "s.sqlite") as db:
-                    finished = db.execute("SELECT count(*) FROM work_results").fetchone()[0]
+                finished = store_sql(root / "s.sqlite", "SELECT count(*) FROM work_results")[0][0]
             except sqlite3.Error:
                 finished = 0
             if finished >= 3:
@@ -418,9 +419,8 @@ def test_an_interrupted_run_is_one_line(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            with sqlite3.connect(root / "s.sqlite") as db:
-                if db.execute("SELECT count(*) FROM work_results").fetchone()[0]:
-                    break
+            if store_sql(root / "s.sqlite", "SELECT count(*) FROM work_results")[0][0]:
+                break
         except sqlite3.Error:
             pass
         time.sleep(0.05)

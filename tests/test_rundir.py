@@ -17,7 +17,7 @@ import pytest
 
 from coral_core.run.store import RunStore
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, run_coral, store_sql
 from plugin_kit import echo_model_distribution
 
 
@@ -54,9 +54,8 @@ def _default_sigint() -> None:
 
 def _count(run_dir: Path, table: str) -> int:
     try:
-        with sqlite3.connect(f"file:{run_dir / 'coral.sqlite'}?mode=ro", uri=True,
-                             timeout=1) as db:
-            return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return store_sql(run_dir / "coral.sqlite", f"SELECT COUNT(*) FROM {table}",
+                         read_only=True)[0][0]
     except sqlite3.Error:
         return 0
 
@@ -186,10 +185,9 @@ def test_resume_refuses_a_damaged_store_before_writing_anything(tmp_path, env):
     run_dir = _interrupted_run(tmp_path, env)
     broken = shutil.copytree(run_dir, tmp_path / "broken",
                              ignore=shutil.ignore_patterns("*-shm", ".lock"))
-    with sqlite3.connect(broken / "coral.sqlite") as db:  # a file the size of a few pages
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        page = db.execute("PRAGMA page_size").fetchone()[0]
-        pages = db.execute("PRAGMA page_count").fetchone()[0]
+    store_sql(broken / "coral.sqlite", "PRAGMA wal_checkpoint(TRUNCATE)")  # a few pages
+    page = store_sql(broken / "coral.sqlite", "PRAGMA page_size")[0][0]
+    pages = store_sql(broken / "coral.sqlite", "PRAGMA page_count")[0][0]
     assert pages > 4
     with open(broken / "coral.sqlite", "r+b") as handle:
         handle.seek(2 * page + 100)
@@ -199,8 +197,8 @@ def test_resume_refuses_a_damaged_store_before_writing_anything(tmp_path, env):
     _one_line_error(run_coral("run", "--resume", str(broken), env=env), "is damaged")
     assert [(broken / name).read_bytes() for name in kept] == before
     for record in ('{"SKIP_MUTATION": "yes"}', "[]", '"x"'):
-        with sqlite3.connect(run_dir / "coral.sqlite") as db:
-            db.execute("UPDATE meta SET value = ? WHERE key = 'switches'", (record,))
+        store_sql(run_dir / "coral.sqlite",
+                  "UPDATE meta SET value = ? WHERE key = 'switches'", (record,))
         _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
                         "the store is damaged")
 
@@ -263,9 +261,8 @@ def test_paths_are_stored_absolute_and_data_dir_may_relocate(tmp_path, env, data
                         cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f'data_dir = "{tmp_path / "moved"}"' in (out / "config.toml").read_text()
-    with sqlite3.connect(out / "coral.sqlite") as db:
-        log = json.loads(db.execute("SELECT value FROM meta WHERE key = 'relocations'")
-                         .fetchone()[0])
+    log = json.loads(store_sql(out / "coral.sqlite",
+                               "SELECT value FROM meta WHERE key = 'relocations'")[0][0])
     assert log[-1]["dataset.data_dir"] == str(tmp_path / "moved")
     assert json.loads(resumed.stdout)["problems"][0]["n"] == 20
 
@@ -280,9 +277,8 @@ def test_a_copied_run_resumed_from_its_new_folder_names_it(tmp_path, env):
     assert resumed.returncode == 0, resumed.stderr
     assert f'out = "{copy}"' in (copy / "config.toml").read_text()
     assert f'out = "{original}"' in (original / "config.toml").read_text()
-    with sqlite3.connect(copy / "coral.sqlite") as db:
-        log = json.loads(db.execute("SELECT value FROM meta WHERE key = 'relocations'")
-                         .fetchone()[0])
+    log = json.loads(store_sql(copy / "coral.sqlite",
+                               "SELECT value FROM meta WHERE key = 'relocations'")[0][0])
     assert log[-1]["run.out"] == str(copy)
 
 

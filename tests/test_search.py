@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, run_coral, store_sql
 from plugin_kit import echo_model_distribution
 
 WEIGHTS = {"bugfix": 0.30, "security": 0.25, "syntax": 0.20, "style": 0.15, "runtime": 0.10}
@@ -212,9 +212,8 @@ rank_by = "bugfix"
     deadline = time.monotonic() + 120
     while True:  # kill inside trial 1, after trial 0 finished
         try:
-            with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
-                done = db.execute("SELECT COUNT(*) FROM generations WHERE trial = 1"
-                                  ).fetchone()[0]
+            done = store_sql(out / "coral.sqlite", "SELECT COUNT(*) FROM generations "
+                             "WHERE trial = 1", read_only=True)[0][0]
         except sqlite3.Error:
             done = 0
         if done >= 2 or process.poll() is not None:

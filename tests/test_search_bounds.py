@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, gene_space
+from conftest import coral_env, gene_space, store_sql
 from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.errors import UserError
 from coral_core.run.runner import _check_proposals
@@ -339,8 +339,8 @@ def test_random_at_its_largest_budget_starts_with_one_batch(tmp_path, env):
     while count == 0 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
         try:
-            with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
-                count = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+            count = store_sql(out / "coral.sqlite", "SELECT COUNT(*) FROM trials",
+                              read_only=True)[0][0]
         except sqlite3.Error:
             count = 0
     process.send_signal(signal.SIGINT)
