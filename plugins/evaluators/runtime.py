@@ -12,7 +12,9 @@ A copy of the reference scores exactly 1.0; a quadratic variant of a linear refe
 scores lower, by the same amount in every run. Seed 000's string heuristic measured
 nothing; EvalPerf counts CPU instructions for the same reason this counts lines (these
 machines offer no hardware counters through perf_event_open). A program that removes the
-tracer gets no cost, and speed 0.
+tracer gets no cost, and speed 0. The count is reported by the candidate's own process,
+so a program written to forge it can (docs/sandbox.md, "Counting cost"): this ranks
+programs written to be fast, not programs written to fool it; verdicts stay honest.
 
 `mode = "time"` measures instead: the minimum wall time of `repeats` interleaved runs of
 candidate and reference, speed = min(1, (T_reference + 1 ms) / (T_candidate + 1 ms)). It
