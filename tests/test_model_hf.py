@@ -164,9 +164,15 @@ def test_bad_adapter_and_options_are_user_errors(model, tiny, tmp_path):
 
 
 @pytest.mark.parametrize("option, words", [
-    ("batch_size=0", "batch_size and max_adapters must be at least 1"),
+    ("batch_size=0", "batch_size must be at least 1"),
     ("dtype=float7", "unknown dtype 'float7'"), ("fim_self_test=bogus", "fim_self_test"),
-    ("fim_template=qwem", "did you mean 'qwen'"), ("template_timeout=0", "template_timeout")])
+    ("fim_template=qwem", "did you mean 'qwen'"), ("template_timeout=0", "template_timeout"),
+    # a red-team pass: each of these passed --dry-run, and in a search failed its trial
+    # half-way through, leaving a run no resume could finish (the last with a traceback)
+    ("template_timeout=1e10", "at most 86400 seconds"), ("device=meta", "meta holds no"),
+    ("device=cuda:-1", "is not a device"), ("chat_template=true", "no chat template"),
+    ("revision=v2", "is a local directory"),
+    ("fim_template=<X>{prefix}<Y>{suffix}<Z>", "needs '<X>' as one special token")])
 def test_option_values_are_judged_by_dry_run_without_loading(tiny, tmp_path, option, words):
     """HFModel.check_options: the values building the model refuses, refused by --dry-run
     (which builds nothing) and for a search-space value, each said where it was set."""
@@ -177,8 +183,9 @@ def test_option_values_are_judged_by_dry_run_without_loading(tiny, tmp_path, opt
     assert cli.returncode == 2 and not cli.stdout, cli.stdout
     assert cli.stderr.count("\n") == 1 and words in cli.stderr, cli.stderr
     assert "--model-arg" in cli.stderr
-    key, value = option.split("=")
-    literal = value if value.isdigit() else json.dumps(value)
+    key, value = option.split("=", 1)
+    literal = value if value.replace("e", "").isdigit() or value == "true" \
+        else json.dumps(value)
     config = tmp_path / "search.toml"
     config.write_text(f'[model]\nspec = "hf:{tiny}"\n[search]\nstrategy = "grid"\n'
                       f'[search.space]\n"model.options.{key}" = [{literal}]\n')
@@ -187,7 +194,26 @@ def test_option_values_are_judged_by_dry_run_without_loading(tiny, tmp_path, opt
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == 2 and "[search.space]" in cli.stderr and words in cli.stderr, \
         cli.stderr
+    assert "(line" not in cli.stderr  # the value's fault, not the line of the base file
     HFModel.check_options(str(tiny), {"batch_size": 2, "dtype": "auto", "fim_template": ""})
+
+
+def test_an_adapter_and_a_huge_integer_are_refused_before_the_run(tiny, tmp_path):
+    """A red-team pass: a search over `model.adapter` failed at the trial of a path that
+    is no adapter; `--model-arg batch_size=10**23` ran, and wrote a config.toml that
+    Coral could not read back, so the run could not be resumed."""
+    coral = str(Path(sys.executable).with_name("coral"))
+    config = tmp_path / "search.toml"
+    config.write_text(f'[model]\nspec = "hf:{tiny}"\n[search]\nstrategy = "grid"\n'
+                      f'[search.space]\n"model.adapter" = ["", "{tmp_path}"]\n')
+    huge = ["--model-arg", f"batch_size={10 ** 23}"]
+    for extra in (["--config", str(config)], huge):
+        cli = subprocess.run([coral, "run", "--plugin", "quixbugs", "--model", f"hf:{tiny}",
+                              *extra, "--out", str(tmp_path / "r")],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli.stderr
+        assert ("not a peft adapter" in cli.stderr) != ("64 bits" in cli.stderr), cli.stderr
+        assert not (tmp_path / "r").exists()
 
 
 def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, tmp_path):
@@ -202,6 +228,16 @@ def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, 
         assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
         assert "FIM template" in cli.stderr and not out.exists()
     assert HFModel(str(tiny)).check_prompt(PROMPT) is None  # a plain prompt it renders
+    # fim_self_test = "require": the canaries run then too (a red-team run failed them at
+    # its first batch, leaving a run directory no resume could finish)
+    out = tmp_path / "strict"
+    cli = subprocess.run([coral, "run", "--plugin", "fim", "--model", f"hf:{tiny}",
+                          "--limit", "1", "--samples", "1", "--model-arg",
+                          "fim_template=<|user|>{prefix}<|assistant|>{suffix}<|system|>",
+                          "--model-arg", "fim_self_test=require", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 2 and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert "refused: fim_self_test" in cli.stderr and not out.exists()
 
 
 def test_hub_ids_resolve_through_the_cache_offline(tiny, model, tmp_path):
@@ -299,6 +335,17 @@ def test_greedy_matches_transformers_and_repeats(model):
     expected = model.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:],
                                       skip_special_tokens=True)
     assert first[0].text == expected
+
+
+def test_a_vanishing_temperature_decodes_greedily(model):
+    """A red-team pass: at temperature 1e-300 (0 in float32) every sample was empty; at
+    1e-38 the scaled scores were infinite. Below 1e-30 a row decodes as temperature 0."""
+    reference = model.generate([GenerationRequest(PROMPT, greedy(10))])[0][0].text
+    assert reference
+    tiny = [GenerationRequest(PROMPT, SamplingParams(temperature=t, seed=3, max_new_tokens=10))
+            for t in (1e-300, 1e-38, 1e-31)]
+    for result in model.generate(tiny):
+        assert result[0].text == reference
 
 
 def test_same_seed_same_text_whatever_shares_the_batch(model, tiny):

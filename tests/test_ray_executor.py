@@ -413,9 +413,10 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
 
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
 def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env, dry_run):
-    """Refused before Ray starts, by --dry-run too; at most a year (1e308 is no deadline)."""
+    """Refused before Ray starts, by --dry-run too; at most a year (1e308 is no deadline),
+    at least a second (1e-9 gave up at once), ASCII digits (float() reads '１０')."""
     out = tmp_path / "never"
-    for value in ("soon", "1e308", "-5"):
+    for value in ("soon", "1e308", "-5", "1e-9", "\uff11\uff10"):
         result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1",
                            "--executor", "ray", "--out", str(out), *dry_run,
                            env={**env, "CORAL_RAY_STALL_SECONDS": value}, timeout=120)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from coral_core.files.decoding import DecodeError, toml_document
 from coral_core.config.schema import OptionInvalid
+from coral_core.config.settings import INT_BOUND
 from coral_core.errors import UserError
 from coral_core.suggest import did_you_mean
 
@@ -240,6 +241,21 @@ def parse_assignments(pairs: list[str], factory: Callable[..., Any], label: str,
                                                   or f"{label} has no option '{key}'"))
         try:
             options[key] = coerce(text, schema.get(key, inspect.Parameter.empty))
+            _storable(options[key])
         except ValueError as error:
             raise UserError(f"{flag} {pair}: {label} option '{key}' {error}") from None
     return options
+
+
+def _storable(value: Any) -> None:
+    """An integer a TOML file can hold (a flag's value is written to the run's config.toml,
+    and one past 64 bits made a run that Coral could not read back, nor resume)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -INT_BOUND <= value < INT_BOUND:
+            raise ValueError("takes integers of at most 64 bits (-2**63 to 2**63 - 1)")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _storable(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _storable(item)

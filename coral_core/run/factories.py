@@ -93,13 +93,17 @@ def model_entry(section: Mapping[str, Any]) -> Any:
 def check_model(section: Mapping[str, Any]) -> None:
     """What can be refused without building the model: an unknown backend, options it
     does not take (with a did-you-mean), a server URL for a model that has no server, an
-    adapter it cannot apply, and option values the factory's `check_options(target,
-    options)` refuses (docs/plugins.md)."""
+    adapter it cannot apply or its factory's `check_adapter(target, path)` refuses, and
+    option values the factory's `check_options(target, options)` refuses
+    (docs/plugins.md)."""
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
         raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
                         f"({section['adapter']})")
+    adapter_checker = getattr(entry.factory, "check_adapter", None)
+    if section.get("adapter") and callable(adapter_checker):
+        adapter_checker(target, section["adapter"])
     if section["base_url"] and not takes(entry.factory, "base_url"):
         raise UserError(f"model '{prefix}' is not served over HTTP, so --base-url (model."
                         f"base_url = {section['base_url']!r}) does not apply to it; it is "

@@ -210,18 +210,25 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
     answers = getattr(model_entry(config["model"]).factory, "check_tasks", None)
     if callable(answers):  # tasks the model cannot answer (no reference to give...)
         answers(base.tasks)
-    for key, values in config["search"]["space"].items():
-        for value in _probe_values(values):
+    # A value's error is the value's, not the line of the base file it overrides (a FIM
+    # template in the space was said at the [model.options] of the file).
+    planner.where = _nowhere
+    try:
+        for key, values in config["search"]["space"].items():
+            for value in _probe_values(values):
+                try:
+                    planner.plan(0, {key: value})
+                except UserError as error:
+                    raise UserError(f"[search.space] {key} = {json.dumps(value)}: "
+                                    f"{error}") from None
+        probes = getattr(strategy, "probes", None)  # values a strategy may propose, labelled
+        for label, overrides in (probes() if callable(probes) else ()):
             try:
-                planner.plan(0, {key: value})
+                planner.plan(0, overrides)
             except UserError as error:
-                raise UserError(f"[search.space] {key} = {json.dumps(value)}: {error}") from None
-    probes = getattr(strategy, "probes", None)  # values a strategy may propose, labelled
-    for label, overrides in (probes() if callable(probes) else ()):
-        try:
-            planner.plan(0, overrides)
-        except UserError as error:
-            raise UserError(f"{label}: {error}") from None
+                raise UserError(f"{label}: {error}") from None
+    finally:
+        planner.where = where
     return planner, strategy
 
 

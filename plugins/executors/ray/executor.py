@@ -105,13 +105,14 @@ def stall_seconds() -> float:
     text = os.environ.get(STALL_VARIABLE, "").strip()
     if not text:
         return STALL_SECONDS
-    try:
-        value = float(text)
+    try:  # ASCII only: float() reads full-width digits too
+        value = float(text) if text.isascii() else -1.0
     except ValueError:
         value = -1.0
-    if not 0 < value <= MAX_STALL_SECONDS:
+    # at least a second: a smaller one gave up at once, saying "after 0 s"
+    if not 1 <= value <= MAX_STALL_SECONDS:
         raise UserError(f"{STALL_VARIABLE}={text!r}: give the seconds a Ray run may go "
-                        f"without any call finishing, a positive number up to "
+                        f"without any call finishing, a number from 1 to "
                         f"{MAX_STALL_SECONDS:.0f} (a year)")
     return value
 

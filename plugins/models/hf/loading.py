@@ -72,6 +72,9 @@ def resolve_source(target: str, revision: str | None = None) -> ModelSource:
         raise UserError("hf model: give a local model directory or a hub id, as hf:PATH_OR_ID")
     path = Path(target).expanduser()
     if path.exists():
+        if revision:  # it was dropped without a word
+            raise UserError(f"hf model: revision = {revision!r} is for a hub id, but {target} "
+                            "is a local directory (drop the revision)")
         if not (path / "config.json").is_file():
             raise UserError(
                 f"hf model: {path} is not a Hugging Face model directory (no config.json)"

@@ -18,6 +18,7 @@ written. An adapter whose base model is not this one is refused unless
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -27,6 +28,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from coral_core.config.schema import OptionInvalid
+from coral_core.config.settings import DAY
 from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
@@ -123,9 +126,30 @@ class HFModel:
     @staticmethod
     def check_options(target: str, options: Mapping[str, Any]) -> None:
         """What building the model would refuse in its options, judged without loading
-        anything: by `--dry-run`, and for every search-space value (docs/plugins.md)."""
+        weights: by `--dry-run`, and for every search-space value (docs/plugins.md), so
+        that no trial of a search fails on its model half-way through. The device is
+        looked up; a `chat_template = true` or a `fim_template` is tried on the tokenizer
+        (read once per model and revision)."""
         given = {k: v for k, v in options.items() if k in _CHECKED}
         _check_values(**{k: given.get(k, default) for k, default in _CHECKED.items()})
+        device = options.get("device")
+        if isinstance(device, str) or device is None:
+            resolve_device(device)
+        if isinstance(options.get("revision"), str):
+            resolve_source(target, options["revision"])
+        chat, fim = options.get("chat_template"), options.get("fim_template")
+        if chat is True or (isinstance(fim, str) and fim):
+            trust = options.get("trust_remote_code") is True
+            tokenizer = _tokenizer(target, options.get("revision"), trust)
+            wants_chat_template(tokenizer, chat if chat is True else None)
+            if isinstance(fim, str) and fim:
+                resolve_fim(tokenizer, fim, f"hf:{target}")
+
+    @staticmethod
+    def check_adapter(target: str, adapter: str) -> None:
+        """An adapter path that cannot be one (no adapter_config.json or no weights), judged
+        without loading: a search over `model.adapter` failed at the trial that used it."""
+        _adapter_files(adapter)
 
     # -- loading ----------------------------------------------------------------------
     def load(self) -> None:
@@ -159,8 +183,12 @@ class HFModel:
 
     def check_prompt(self, prompt: Prompt) -> None:
         """Refuse now, before the run directory exists, a kind of prompt this model cannot
-        render (an infilling prompt for a tokenizer without FIM tokens)."""
+        render (an infilling prompt for a tokenizer without FIM tokens), and under
+        `fim_self_test = "require"` a template that fails the canaries (they ran at the
+        first batch, inside the run)."""
         check_supported(prompt, self.name, self.fim)
+        if prompt.kind == "infill" and self.fim_self_test_mode == "require":
+            self._self_test()
 
     @property
     def base_model(self) -> Any:
@@ -192,12 +220,7 @@ class HFModel:
         if path in self._adapters:
             self._adapters.move_to_end(path)
             return self._adapters[path]
-        if not (Path(path) / "adapter_config.json").is_file():
-            raise UserError(f"hf model: {adapter} is not a peft adapter (no adapter_config.json)")
-        if not any((Path(path) / name).is_file() for name in ADAPTER_WEIGHTS):
-            # else peft takes the folder for a Hub id and says so
-            raise UserError(f"hf model: adapter {adapter} has no weights (no "
-                            f"{' or '.join(ADAPTER_WEIGHTS)})")
+        _adapter_files(adapter)
         self._check_adapter_base(Path(path))
         from peft import PeftModel, PeftType
 
@@ -397,16 +420,42 @@ def _check_values(batch_size: Any, max_adapters: Any, template_timeout: Any,
     def number(value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    if any(number(v) and v < 1 for v in (batch_size, max_adapters)):
-        raise UserError("hf model: batch_size and max_adapters must be at least 1")
-    if any(number(v) and not v > 0 for v in (template_timeout, template_max_chars)):
-        raise UserError("hf model: template_timeout and template_max_chars must be > 0")
+    def refuse(name: str, why: str) -> OptionInvalid:  # said at the key's line
+        return OptionInvalid(("model", "options", name), f"hf model: {name} {why}")
+
+    for name, value in (("batch_size", batch_size), ("max_adapters", max_adapters)):
+        if number(value) and value < 1:
+            raise refuse(name, f"must be at least 1, not {value!r}")
+    for name, value in (("template_timeout", template_timeout),
+                        ("template_max_chars", template_max_chars)):
+        if number(value) and not value > 0:
+            raise refuse(name, f"must be > 0, not {value!r}")
+    if number(template_timeout) and not template_timeout <= DAY:
+        # a larger wait overflowed select() at the first prompt, with a traceback
+        raise refuse("template_timeout", f"must be at most {DAY} seconds (a day), not "
+                     f"{template_timeout!r}")
     if isinstance(fim_self_test, str):
         check_mode(fim_self_test)
     if isinstance(fim_template, str) and fim_template:
         template_for(fim_template)
     if isinstance(dtype, str):
         check_dtype(dtype)
+
+
+def _adapter_files(adapter: str) -> None:
+    path = Path(adapter).expanduser().resolve()
+    if not (path / "adapter_config.json").is_file():
+        raise UserError(f"hf model: {adapter} is not a peft adapter (no adapter_config.json)")
+    if not any((path / name).is_file() for name in ADAPTER_WEIGHTS):
+        # else peft takes the folder for a Hub id and says so
+        raise UserError(f"hf model: adapter {adapter} has no weights (no "
+                        f"{' or '.join(ADAPTER_WEIGHTS)})")
+
+
+@functools.lru_cache(maxsize=8)
+def _tokenizer(target: str, revision: Any, trust: bool) -> Any:
+    source = resolve_source(target, revision if isinstance(revision, str) else None)
+    return load_tokenizer(source, trust_remote_code=trust)
 
 
 def _context(model: Any) -> int | None:

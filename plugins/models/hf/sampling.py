@@ -47,15 +47,15 @@ def build_sampler(rows: Sequence[RowSpec], pad_lengths: Sequence[int], device: A
 
     class SeededSampler(LogitsProcessor):
         def __init__(self) -> None:
+            self.sampled = [sampled(r.temperature) for r in rows]
             self.temperature = torch.tensor(
-                [r.temperature if r.temperature > 0 else 1.0 for r in rows], device=device
-            ).unsqueeze(1)
-            self.sampled = [r.temperature > 0 for r in rows]
+                [r.temperature if on else 1.0 for r, on in zip(rows, self.sampled)],
+                device=device).unsqueeze(1)
             self.filtered = any(r.top_k > 0 or 0 < r.top_p < 1 for r in rows)
             self.generators = [
                 torch.Generator(device=device).manual_seed(sample_seed(r.seed, r.sample_index))
-                if r.temperature > 0 else None
-                for r in rows
+                if on else None
+                for r, on in zip(rows, self.sampled)
             ]
 
         def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> Any:
@@ -84,6 +84,17 @@ def build_sampler(rows: Sequence[RowSpec], pad_lengths: Sequence[int], device: A
             return scores
 
     return SeededSampler()
+
+
+# Below this a temperature decodes greedily. It is what sampling at it gives anyway (scores
+# divided by it are ~1e31 apart, and Gumbel noise is ~1), while in float32 a smaller one
+# became 0 or made the scores infinite: at 1e-300 every sample came out empty.
+GREEDY_BELOW = 1e-30
+
+
+def sampled(temperature: float) -> bool:
+    """Whether a row at `temperature` samples (else it decodes greedily)."""
+    return temperature >= GREEDY_BELOW
 
 
 def _filter(scores: Any, rows: Sequence[RowSpec]) -> Any:
