@@ -411,6 +411,17 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
     assert not out.exists()
 
 
+@pytest.mark.parametrize("address", [" ", "localhost:99999", "a b:1", "ray://", "host:"])
+def test_an_address_that_cannot_be_one_is_refused_by_dry_run(tmp_path, env, address):
+    """A red-team pass: these passed --dry-run (a real run refused them)."""
+    result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--executor", "ray",
+                       "--ray-address", address, "--out", str(tmp_path / "r"), "--dry-run",
+                       env=env, timeout=120)
+    assert result.returncode == 2 and not result.stdout, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is not HOST:PORT" in lines[0], result.stderr
+
+
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
 def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env, dry_run):
     """Refused before Ray starts, by --dry-run too; at most a year (1e308 is no deadline),

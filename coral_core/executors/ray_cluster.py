@@ -54,13 +54,24 @@ def import_ray() -> Any:
     return ray
 
 
+def check_address(address: str) -> None:
+    """An address that cannot be one, refused without the network (by `--dry-run` too)."""
+    if address in ("auto", "local") or (
+            "://" in address and address.split("://", 1)[1].strip()):
+        return
+    host, _, port = address.rpartition(":")
+    if (not host.strip() or any(c.isspace() for c in address) or not port.isascii()
+            or not port.isdigit() or not 0 < int(port) < 65536):
+        raise UserError(f"--ray-address '{address}' is not HOST:PORT (a port from 1 to "
+                        "65535), ray://HOST:PORT or auto")
+
+
 def _reachable(address: str) -> None:
     """A host:port address that nothing answers on fails now, in seconds, with its cause."""
+    check_address(address)
     if address in ("auto", "local") or "://" in address:
         return
     host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise UserError(f"--ray-address '{address}' is not HOST:PORT, ray://HOST:PORT or auto")
     try:
         with socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS) as probe:
             speaks = _speaks_grpc(probe)

@@ -26,10 +26,15 @@ def create_executor(settings: Mapping[str, Any]):
 
 
 def check_settings(settings: Mapping[str, Any]) -> None:
-    """What can be refused before Ray starts (by `--dry-run` too): the stall setting."""
+    """What can be refused before Ray starts (by `--dry-run` too): the stall setting and an
+    address that cannot be one."""
+    from coral_core.executors.ray_cluster import check_address
+
     from .executor import stall_seconds
 
     stall_seconds()
+    if settings.get("ray_address"):
+        check_address(str(settings["ray_address"]))
 
 
 create_executor.check_settings = check_settings  # type: ignore[attr-defined]
