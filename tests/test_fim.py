@@ -104,6 +104,12 @@ def test_known_formats():
     assert custom.render("p", "s") == "<A>p<B>s<C>" and custom.sentinels == ("<A>", "<B>", "<C>")
     with pytest.raises(UserError, match="did you mean 'qwen'"):
         template_for("qwenn")
+    assert template_for("<S>{suffix}<P>{prefix}").sentinels == ("<S>", "<P>")  # SPM
+    # a red-team pass: formats that mark no gap ran without a word
+    for fmt, words in (("{prefix}{suffix}", "marks no gap"), ("<A>{prefix}<B>{suffix}", "no gap"),
+                       ("<S>{suffix}{prefix}", "no gap"), ("{suffix}{prefix}<M>{prefix}", "once")):
+        with pytest.raises(UserError, match=words):
+            template_for(fmt)
 
 
 def test_a_qwen_prompt_is_retemplated_for_deepseek():

@@ -128,6 +128,17 @@ def template_for(option: str) -> FimTemplate:
     """The template a `fim_template` option names: a family, or a custom format."""
     if "{prefix}" in option and "{suffix}" in option:
         sentinels = tuple(s for s in re.split(r"\{prefix\}|\{suffix\}", option) if s.strip())
+        # A format that cannot mark the gap ran without a word (a red-team pass): the
+        # model saw prefix and suffix run together, or went on writing the suffix.
+        if option.count("{prefix}") > 1 or option.count("{suffix}") > 1:
+            raise UserError(f"fim_template = '{option}' must hold {{prefix}} and {{suffix}} "
+                            "once each")
+        between = re.search(r"\{(?:prefix|suffix)\}(.*)\{(?:prefix|suffix)\}", option, re.S)
+        if not between.group(1).strip() or option.rstrip().endswith("{suffix}"):
+            raise UserError(f"fim_template = '{option}' marks no gap: put a sentinel "
+                            "between {prefix} and {suffix}, and one after the suffix (PSM: "
+                            "'<PRE>{prefix}<SUF>{suffix}<MID>') unless the prefix comes last "
+                            "(SPM: '<SUF>{suffix}<PRE>{prefix}')")
         return FimTemplate("custom", option, sentinels)
     if option not in FAMILIES:
         from coral_core.suggest import did_you_mean

@@ -165,7 +165,12 @@ def build_executor(settings: Mapping[str, Any]) -> Executor:
 def check_executor(settings: Mapping[str, Any]) -> None:
     """The executor's name and what its factory's optional `check_settings(settings)`
     refuses without starting anything (docs/plugins.md)."""
-    entry = plugins.registry().get("executors", settings["executor"])
+    try:
+        entry = plugins.registry().get("executors", settings["executor"])
+    except OptionInvalid:
+        raise
+    except UserError as error:  # said at the file and line (or flag) that named it
+        raise OptionInvalid(("execution", "executor"), str(error)) from None
     checker = getattr(entry.factory, "check_settings", None)
     if callable(checker):
         checker(settings)

@@ -202,7 +202,10 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
     executor's name, the strategy (and the bounds of what it may ask for), the tasks, the
     model's options, the evaluators, every search-space value and each value a strategy's
     `probes()` names. `coral run --dry-run` stops here."""
-    check_executor(config["execution"])
+    try:
+        check_executor(config["execution"])
+    except OptionInvalid as error:
+        raise placed(error, where) from None
     strategy = build_strategy(config, where)
     planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
     base = planner.plan(0, {})
