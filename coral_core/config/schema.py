@@ -37,6 +37,10 @@ class OptionInvalid(UserError):
         super().__init__(message)
         self.path = tuple(path)
 
+    def __reduce__(self) -> tuple[Any, tuple[tuple[str, ...], str]]:
+        # raised in a Ray actor (a model's check where it is built), it crosses a pickle
+        return (type(self), (self.path, str(self)))
+
 
 # What a search may ask for, checked before the run directory exists (docs/search.md):
 MAX_BATCH = 4096  # trials a strategy proposes per ask (the most `parallel_trials` runs)

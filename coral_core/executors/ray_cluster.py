@@ -56,12 +56,13 @@ def import_ray() -> Any:
 
 def check_address(address: str) -> None:
     """An address that cannot be one, refused without the network (by `--dry-run` too)."""
+    blank = any(c.isspace() for c in address)
     if address in ("auto", "local") or (
-            "://" in address and address.split("://", 1)[1].strip()):
+            "://" in address and address.split("://", 1)[1] and not blank):
         return
     host, _, port = address.rpartition(":")
-    if (not host.strip() or any(c.isspace() for c in address) or not port.isascii()
-            or not port.isdigit() or not 0 < int(port) < 65536):
+    if (not host.strip("[]") or blank or not port.isascii() or not port.isdigit()
+            or len(port) > 5 or not 0 < int(port) < 65536):
         raise UserError(f"--ray-address '{address}' is not HOST:PORT (a port from 1 to "
                         "65535), ray://HOST:PORT or auto")
 
@@ -73,7 +74,8 @@ def _reachable(address: str) -> None:
         return
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS) as probe:
+        with socket.create_connection((host.removeprefix("[").removesuffix("]"), int(port)),
+                                      timeout=CONNECT_SECONDS) as probe:  # [::1]:6379 too
             speaks = _speaks_grpc(probe)
     except OSError as error:
         raise UserError(f"cannot reach the Ray cluster at {address}: "

@@ -90,12 +90,14 @@ def model_entry(section: Mapping[str, Any]) -> Any:
     return plugins.registry().get("models", parse_model_spec(section["spec"])[0])
 
 
-def check_model(section: Mapping[str, Any]) -> None:
+def check_model(section: Mapping[str, Any], here: bool = True) -> None:
     """What can be refused without building the model: an unknown backend, options it
     does not take (with a did-you-mean), a server URL for a model that has no server, an
     adapter it cannot apply or its factory's `check_adapter(target, path)` refuses, and
     option values the factory's `check_options(target, options)` refuses
-    (docs/plugins.md)."""
+    (docs/plugins.md). `here`: whether the model will be built on this machine; where it
+    will not (Ray actors), a checker that takes `here` leaves out what depends on the
+    machine (its devices, its files)."""
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
@@ -103,7 +105,7 @@ def check_model(section: Mapping[str, Any]) -> None:
                         f"({section['adapter']})")
     adapter_checker = getattr(entry.factory, "check_adapter", None)
     if section.get("adapter") and callable(adapter_checker):
-        adapter_checker(target, section["adapter"])
+        adapter_checker(target, section["adapter"], **_where_built(adapter_checker, here))
     if section["base_url"] and not takes(entry.factory, "base_url"):
         raise UserError(f"model '{prefix}' is not served over HTTP, so --base-url (model."
                         f"base_url = {section['base_url']!r}) does not apply to it; it is "
@@ -114,7 +116,7 @@ def check_model(section: Mapping[str, Any]) -> None:
     checker = getattr(entry.factory, "check_options", None)
     if callable(checker):  # values only the plugin can judge, without building the model
         try:
-            checker(target, dict(options))
+            checker(target, dict(options), **_where_built(checker, here))
         except OptionInvalid:
             raise
         except UserError as error:  # said at the [model.options] table (or the flag)
@@ -122,6 +124,11 @@ def check_model(section: Mapping[str, Any]) -> None:
     if accepts(entry.factory, "dataset"):
         options["dataset"] = None
     check_call(entry.factory, f"model '{prefix}'", target, **options)
+
+
+def _where_built(checker: Any, here: bool) -> dict[str, bool]:
+    """`here=` for a checker that asks for it (one written before it existed does not)."""
+    return {"here": here} if accepts(checker, "here") else {}
 
 
 def _model_options(section: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,6 +186,13 @@ def check_executor(settings: Mapping[str, Any]) -> None:
         raise UserError(f"--ray-address ([execution] ray_address) '{settings['ray_address']}' is "
                         "read only by the ray executor; "
                         "add --executor ray (or drop the address to run here)")
+
+
+def builds_models_here(settings: Mapping[str, Any]) -> bool:
+    """Whether the executor builds its models on this machine (an executor factory whose
+    `builds_models_here` is False, such as Ray's, builds them on other machines)."""
+    entry = plugins.registry().get("executors", settings["executor"])
+    return bool(getattr(entry.factory, "builds_models_here", True))
 
 
 def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> Sandbox:

@@ -27,8 +27,8 @@ from coral_core.config.schema import MAX_BATCH, MAX_TRIALS, OptionInvalid
 from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.run.factories import (build_dataset, build_evaluators, build_executor,
-                                      check_executor, check_model, check_scoring, check_tasks,
-                                      model_entry)
+                                      builds_models_here, check_executor, check_model,
+                                      check_scoring, check_tasks, model_entry)
 from coral_core.protocols import Dataset, Executor, SearchStrategy
 from coral_core.run.rundir import SUMMARY_FILE, RunInfo
 from coral_core.files.atomic import write_text_atomic
@@ -93,11 +93,14 @@ class Planner:
     """Resolves a trial's overrides into its configuration, tasks and blueprints, and
     checks them; data sets are built once per distinct data set section. `where(path)`
     names where a key was set ('FILE (line N)'), for errors found only now that the data
-    set is known (a split it does not have)."""
+    set is known (a split it does not have). `models_here`: whether the executor builds
+    models on this machine (the model's checks of devices and files are for that one)."""
 
     def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = (),
-                 where: Callable[[tuple[str, ...]], str] = _nowhere):
+                 where: Callable[[tuple[str, ...]], str] = _nowhere,
+                 models_here: bool = True):
         self.base = base
+        self.models_here = models_here
         self.hidden = tuple(hidden)
         self.where = where
         self._datasets: dict[str, Dataset] = {}
@@ -128,7 +131,7 @@ class Planner:
         key = f"{scoring.digest}/{DatasetBlueprint.of(config).digest}"
         try:
             if model_key not in self._checked:
-                check_model(config["model"])
+                check_model(config["model"], here=self.models_here)
                 self._checked.add(model_key)
             if key not in self._checked:
                 check_scoring(scoring, tasks)
@@ -207,7 +210,8 @@ def check_run(config: Mapping[str, Any], run_dir: Path,
     except OptionInvalid as error:
         raise placed(error, where) from None
     strategy = build_strategy(config, where)
-    planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where)
+    planner = Planner(config, hidden=(str(Path(run_dir).absolute()),), where=where,
+                      models_here=builds_models_here(config["execution"]))
     base = planner.plan(0, {})
     _check_rank_by(config)
     answers = getattr(model_entry(config["model"]).factory, "check_tasks", None)

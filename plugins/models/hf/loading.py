@@ -113,12 +113,29 @@ def _hub_offline() -> bool:
     return not answered
 
 
+_DEVICE = re.compile(r"[a-z][a-z0-9_]*(:[0-9]{1,6})?")
+
+
+def check_device_name(device: str | None) -> None:
+    """A device name that cannot be one, judged without torch or this machine's devices
+    (the driver of a Ray run checks the name; the machine that builds the model, the rest)."""
+    if device in (None, "", "auto"):
+        return
+    if not _DEVICE.fullmatch(str(device)):
+        raise UserError(f"hf model: device '{device}' is not a device (auto, cpu, cuda, "
+                        "cuda:N)")
+    if str(device).partition(":")[0] == "meta":
+        raise UserError(f"hf model: device '{device}' asked for, but meta holds no weights "
+                        "(auto, cpu, cuda, cuda:N)")
+
+
 def resolve_device(device: str | None) -> str:
     """`None`/"auto" picks CUDA where present, else the CPU."""
     import torch
 
     if device in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
+    check_device_name(device)
     try:
         parsed = torch.device(str(device))
     except (RuntimeError, ValueError):

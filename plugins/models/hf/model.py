@@ -37,8 +37,9 @@ from coral_core.fim.canary import SelfTest, check_mode, run_self_test
 from coral_core.fim.templates import template_for
 
 from .loading import (
-    adapter_base, chat_template_file, check_config, check_dtype, clean, load_model, load_tokenizer,
-    quiet_transformers, read_json, resolve_device, resolve_dtype, resolve_source, same_base,
+    adapter_base, chat_template_file, check_config, check_device_name, check_dtype, clean,
+    load_model, load_tokenizer, quiet_transformers, read_json, resolve_device, resolve_dtype,
+    resolve_source, same_base,
 )
 from .prompts import (
     TemplateLimits, chat_template_of, check_supported, render_prompt, resolve_fim,
@@ -124,32 +125,43 @@ class HFModel:
             self._load_adapter(adapter)
 
     @staticmethod
-    def check_options(target: str, options: Mapping[str, Any]) -> None:
+    def check_options(target: str, options: Mapping[str, Any], here: bool = True) -> None:
         """What building the model would refuse in its options, judged without loading
         weights: by `--dry-run`, and for every search-space value (docs/plugins.md), so
-        that no trial of a search fails on its model half-way through. The device is
-        looked up; a `chat_template = true` or a `fim_template` is tried on the tokenizer
-        (read once per model and revision)."""
+        that no trial of a search fails on its model half-way through. Where the model is
+        built `here`, the device is looked up and a `chat_template = true` or a
+        `fim_template` is tried on the tokenizer (read once per model and revision); where
+        it is not (Ray actors on GPU machines), only what holds on every machine."""
         given = {k: v for k, v in options.items() if k in _CHECKED}
         _check_values(**{k: given.get(k, default) for k, default in _CHECKED.items()})
-        device = options.get("device")
-        if isinstance(device, str) or device is None:
+        device, revision = options.get("device"), options.get("revision")
+        revision = revision if isinstance(revision, str) and revision else None
+        if isinstance(device, str):
+            check_device_name(device)
+        if not here:
+            return
+        if isinstance(device, str) and device not in ("", "auto"):
             resolve_device(device)
-        if isinstance(options.get("revision"), str):
-            resolve_source(target, options["revision"])
+        if revision:
+            resolve_source(target, revision)
         chat, fim = options.get("chat_template"), options.get("fim_template")
         if chat is True or (isinstance(fim, str) and fim):
             trust = options.get("trust_remote_code") is True
-            tokenizer = _tokenizer(target, options.get("revision"), trust)
+            tokenizer = _tokenizer(target, revision, trust)
             wants_chat_template(tokenizer, chat if chat is True else None)
             if isinstance(fim, str) and fim:
                 resolve_fim(tokenizer, fim, f"hf:{target}")
 
     @staticmethod
-    def check_adapter(target: str, adapter: str) -> None:
+    def check_adapter(target: str, adapter: str, here: bool = True) -> None:
         """An adapter path that cannot be one (no adapter_config.json or no weights), judged
-        without loading: a search over `model.adapter` failed at the trial that used it."""
-        _adapter_files(adapter)
+        without loading: a search over `model.adapter` failed at the trial that used it.
+        Not judged on a machine that will not read it (`here` False: Ray actors do)."""
+        if here:
+            try:
+                _adapter_files(adapter)
+            except UserError as error:  # said at the file and line (or flag) that set it
+                raise OptionInvalid(("model", "adapter"), str(error)) from None
 
     # -- loading ----------------------------------------------------------------------
     def load(self) -> None:
@@ -453,9 +465,8 @@ def _adapter_files(adapter: str) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _tokenizer(target: str, revision: Any, trust: bool) -> Any:
-    source = resolve_source(target, revision if isinstance(revision, str) else None)
-    return load_tokenizer(source, trust_remote_code=trust)
+def _tokenizer(target: str, revision: str | None, trust: bool) -> Any:
+    return load_tokenizer(resolve_source(target, revision), trust_remote_code=trust)
 
 
 def _context(model: Any) -> int | None:
