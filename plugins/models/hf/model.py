@@ -131,7 +131,7 @@ class HFModel:
         that no trial of a search fails on its model half-way through. Where the model is
         built `here`, the device is looked up and a `chat_template = true` or a
         `fim_template` is tried on the tokenizer (read once per model and revision); where
-        it is not (Ray actors on GPU machines), only what holds on every machine."""
+        it is not (Ray actors on a cluster's GPU machines), only what holds on every machine."""
         given = {k: v for k, v in options.items() if k in _CHECKED}
         _check_values(**{k: given.get(k, default) for k, default in _CHECKED.items()})
         device, revision = options.get("device"), options.get("revision")
