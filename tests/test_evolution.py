@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, gene_space, run_coral
+from conftest import coral_env, gene_space, run_coral, store_sql
 
 pytest.importorskip("optuna")
 
@@ -130,9 +130,8 @@ def test_same_seed_same_front_byte_for_byte(tmp_path, env, reference):
 
 
 def _count(run_dir: Path, sql: str) -> int:
-    try:
-        with sqlite3.connect(run_dir / "coral.sqlite") as db:
-            return db.execute(sql).fetchone()[0]
+    try:  # read-only: a read-write connect could make the store file before the run does
+        return store_sql(run_dir / "coral.sqlite", sql, read_only=True)[0][0]
     except sqlite3.Error:
         return 0
 
@@ -157,9 +156,8 @@ def test_kill_9_then_resume_gives_the_same_front(tmp_path, env, reference):
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
     assert _front(summary) == _front(reference[0])
-    with sqlite3.connect(out / "coral.sqlite") as db:
-        rows = db.execute("SELECT trial, task_id, sample, COUNT(*) FROM generations "
-                          "GROUP BY trial, task_id, sample HAVING COUNT(*) > 1").fetchall()
+    rows = store_sql(out / "coral.sqlite", "SELECT trial, task_id, sample, COUNT(*) FROM "
+                     "generations GROUP BY trial, task_id, sample HAVING COUNT(*) > 1")
     assert rows == []  # no sample generated twice
     assert _count(out, "SELECT COUNT(*) FROM evaluations") >= before
 

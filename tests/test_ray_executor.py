@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, run_coral, store_sql
 from coral_core.results.reporting import timeless
 from coral_core.executors.ray_cluster import connect
 
@@ -181,8 +181,8 @@ FIRST_RECORDS_SECONDS = 600
 
 def _count(out: Path) -> int:
     try:
-        with sqlite3.connect(f"file:{out / 'coral.sqlite'}?mode=ro", uri=True) as db:
-            return db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+        return store_sql(out / "coral.sqlite", "SELECT COUNT(*) FROM evaluations",
+                         read_only=True)[0][0]
     except sqlite3.Error:
         return 0
 

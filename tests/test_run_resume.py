@@ -10,21 +10,24 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, run_coral, store_sql
 from plugin_kit import echo_model_distribution
 
 DETERMINISTIC = ("bugfix", "style", "security", "syntax")  # runtime is measured, so it varies
 
 
 def _rows(run_dir: Path, table: str) -> list[tuple]:
-    with sqlite3.connect(run_dir / "coral.sqlite") as db:
-        return db.execute(f"SELECT * FROM {table} ORDER BY task_id, sample").fetchall()
+    return store_sql(run_dir / "coral.sqlite",
+                     f"SELECT * FROM {table} ORDER BY task_id, sample", read_only=True)
 
 
 def _count(run_dir: Path, table: str) -> int:
+    """Read-only, while a run may be starting: a read-write connect made an empty store
+    file in the new run's folder before the run made its own, which the run then refused
+    as a store of someone's work (a CI rehearsal)."""
     try:
-        with sqlite3.connect(run_dir / "coral.sqlite", timeout=1) as db:
-            return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return store_sql(run_dir / "coral.sqlite", f"SELECT COUNT(*) FROM {table}",
+                         read_only=True)[0][0]
     except sqlite3.Error:
         return 0
 

@@ -200,8 +200,11 @@ class RunStore:
     @classmethod
     def holds_work(cls, path: Path) -> bool:
         """Whether the store at `path` holds a trial, a generation or an evaluation (or
-        cannot be read as one: then it is kept, as work)."""
+        cannot be read as one: then it is kept, as work). An empty file holds none: SQLite
+        makes one at a connect, before the first table."""
         try:
+            if Path(path).stat().st_size == 0:
+                return False
             db = fileio.open_sqlite_read_only(Path(path))
             try:
                 return any(db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone()  # nosec B608
@@ -210,6 +213,8 @@ class RunStore:
                 db.close()
         except sqlite3.DatabaseError:
             return True
+        except FileNotFoundError:
+            return False
 
     @classmethod
     def in_run(cls, run_dir: Path, *, read_only: bool = False) -> "RunStore":
