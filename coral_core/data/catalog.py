@@ -10,7 +10,7 @@ from typing import Any
 from coral_core import plugins
 from coral_core.data.locate import fetched_dir, find_dataset_dir, is_folder
 from coral_core.errors import UserError
-from coral_core.run.factories import build_dataset, check_tasks
+from coral_core.run.factories import build_dataset, check_tasks, data_set_names
 from coral_core.config.blueprints import DatasetBlueprint
 from coral_core.suggest import did_you_mean
 
@@ -39,12 +39,9 @@ def data_set_folders() -> list[str]:
     configured = os.environ.get("CORAL_DATA_DIR")
     if not configured:
         return []
-    registry = plugins.registry()
-    names = {getattr(registry.entries["datasets"][name].factory, "data_name", name)
-             for name in registry.names("datasets")}
     base = Path(configured).expanduser()
-    return [os.path.realpath(base / name) for name in sorted(names)
-            if isinstance(name, str) and is_folder(base / name)]
+    return [os.path.realpath(base / name) for name in data_set_names()
+            if is_folder(base / name)]
 
 
 def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:

@@ -60,7 +60,7 @@ def check_address(address: str) -> None:
     if address in ("auto", "local") or (
             "://" in address and address.split("://", 1)[1] and not blank):
         return
-    host, _, port = address.rpartition(":")
+    host, port = split_address(address)
     inner = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if (not inner or "[" in inner or "]" in inner or (":" in inner and inner == host)
             or blank or not port.isascii() or not port.isdigit() or len(port) > 5
@@ -69,12 +69,18 @@ def check_address(address: str) -> None:
                         "65535), ray://HOST:PORT or auto")
 
 
+def split_address(address: str) -> tuple[str, str]:
+    """(HOST, PORT) of HOST:PORT, the host as written ([::1] keeps its brackets)."""
+    host, _, port = address.rpartition(":")
+    return host, port
+
+
 def _reachable(address: str) -> None:
     """A host:port address that nothing answers on fails now, in seconds, with its cause."""
     check_address(address)
     if address in ("auto", "local") or "://" in address:
         return
-    host, _, port = address.rpartition(":")
+    host, port = split_address(address)
     try:
         with socket.create_connection((host.removeprefix("[").removesuffix("]"), int(port)),
                                       timeout=CONNECT_SECONDS) as probe:  # [::1]:6379 too
@@ -103,7 +109,7 @@ def _auto_address() -> str | None:
 def bracketed(address: str) -> str:
     """HOST:PORT with an IPv6 host in its brackets, as `check_address` reads it (Ray
     writes the one a `ray start` recorded without them: ::1:6379)."""
-    host, _, port = address.rpartition(":")
+    host, port = split_address(address)
     if ":" in host and not host.startswith("["):
         return f"[{host}]:{port}"
     return address

@@ -81,6 +81,29 @@ def data_root(dataset: Dataset) -> str:
     return str(getattr(dataset, "root", "") or "")
 
 
+def data_set_names() -> list[str]:
+    """The folder names the registered data sets read in a data directory (testgen reads
+    quixbugs/: a factory's `data_name`)."""
+    registry = plugins.registry()
+    names = {getattr(registry.entries["datasets"][name].factory, "data_name", name)
+             for name in registry.names("datasets")}
+    return sorted(name for name in names if isinstance(name, str))
+
+
+def data_folders(dataset: Dataset) -> tuple[str, ...]:
+    """The folders candidates must not see, as real paths: the data set's, and every
+    registered data set's beside it in the same data directory (a red-team pass scoring
+    HumanEval read HumanEval/0's answer from the infilling set's files, and QuixBugs'
+    correct programs, where the data directory lay under a folder the sandbox shows)."""
+    root = data_root(dataset)
+    if not root:
+        return ()
+    folder = Path(root).resolve()
+    beside = (folder.parent / name for name in data_set_names())
+    return tuple(dict.fromkeys([str(folder), *(str(p.resolve()) for p in beside
+                                               if p.is_dir())]))
+
+
 def parse_model_spec(spec: str) -> tuple[str, str]:
     prefix, _, target = spec.partition(":")
     return prefix, target
@@ -258,9 +281,8 @@ class Scoring:
 def build_scoring(blueprint: ScoringBlueprint, dataset: Dataset | None = None) -> Scoring:
     section, execution = blueprint.evaluators, blueprint.execution
     evaluators = build_evaluators(section)
-    root = data_root(dataset) if dataset is not None else ""
-    hidden = tuple(p for p in (*blueprint.hidden, root) if p)
-    sandbox = build_sandbox(execution, tuple(str(Path(p).resolve()) for p in hidden))
+    hidden = (*blueprint.hidden, *(data_folders(dataset) if dataset is not None else ()))
+    sandbox = build_sandbox(execution, tuple(str(Path(p).resolve()) for p in hidden if p))
     context = ExecutionContext(sandbox, timeout_factor=execution["timeout_factor"],
                                timeout_floor=execution["timeout_floor"])
     try:

