@@ -439,6 +439,31 @@ def test_an_ipv6_address_in_brackets_is_probed():
             _reachable(f"[::1]:{port}")
 
 
+def test_a_search_value_the_cluster_refuses_stops_the_run_before_it_begins(
+        tmp_path, env, cluster, tiny_models):
+    """The driver (a login node) cannot see the cluster's files: a search over
+    `model.adapter` passes its checks (--dry-run), and an actor judges each value before
+    the run begins; one the cluster lacks stopped the run only at its trial, leaving a
+    run no resume could finish (a reviewer's pass)."""
+    from tiny_model import shared_tiny_model
+
+    missing = tmp_path / "adapter-nowhere"
+    config = tmp_path / "search.toml"
+    config.write_text(f'[model]\nspec = "hf:{shared_tiny_model(tiny_models)}"\n'
+                      '[search]\nstrategy = "grid"\n[search.space]\n'
+                      f'"model.adapter" = ["{missing}"]\n')
+    out = tmp_path / "never"
+    command = ("run", "--plugin", "quixbugs", "--limit", "1", "--samples", "1", "--config",
+               str(config), "--executor", "ray", "--ray-address", cluster, "--out", str(out))
+    dry = run_coral(*command, "--dry-run", env=env, timeout=300)
+    assert dry.returncode == 0, dry.stderr
+    result = run_coral(*command, env=env, timeout=600)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert f'model.adapter = "{missing}"' in lines[-1] and "adapter" in lines[-1], lines
+    assert not out.exists()
+
+
 def test_the_address_auto_finds_is_read_with_an_ipv6_host_in_brackets(monkeypatch):
     """Where the address `auto` resolves to has a bare IPv6 host (as a recorded
     `ray start` may), it was refused as 'not HOST:PORT' (a reviewer's pass)."""

@@ -94,7 +94,9 @@ class Planner:
     checks them; data sets are built once per distinct data set section. `where(path)`
     names where a key was set ('FILE (line N)'), for errors found only now that the data
     set is known (a split it does not have). `models_here`: whether the executor builds
-    models on this machine (the model's checks of devices and files are for that one)."""
+    models on this machine (the model's checks of devices and files are for that one);
+    where it does not, `judged_elsewhere` collects each model section an override gave,
+    with the override, for the executor to judge where models are built."""
 
     def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = (),
                  where: Callable[[tuple[str, ...]], str] = _nowhere,
@@ -106,6 +108,7 @@ class Planner:
         self._datasets: dict[str, Dataset] = {}
         self._tasks: dict[str, tuple[Task, ...]] = {}
         self._checked: set[str] = set()
+        self.judged_elsewhere: list[tuple[str, dict[str, Any]]] = []
 
     def dataset(self, blueprint: DatasetBlueprint) -> Dataset:
         if blueprint.digest not in self._datasets:
@@ -133,6 +136,9 @@ class Planner:
             if model_key not in self._checked:
                 check_model(config["model"], here=self.models_here)
                 self._checked.add(model_key)
+                if overrides and not self.models_here:
+                    said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items())
+                    self.judged_elsewhere.append((said, copy.deepcopy(config["model"])))
             if key not in self._checked:
                 check_scoring(scoring, tasks)
                 self._checked.add(key)
@@ -192,6 +198,9 @@ def prepare(config: Mapping[str, Any], run_dir: Path,
     try:
         adapter = config["model"]["adapter"]
         executor.prepare(base.model, base.scoring, (adapter,) if adapter else ())
+        judge = getattr(executor, "check_models", None)
+        if planner.judged_elsewhere and callable(judge):  # before the run, not at its trial
+            judge(planner.judged_elsewhere)
     except BaseException:
         executor.close()
         raise

@@ -10,7 +10,9 @@ from typing import Any, Mapping, Sequence
 
 from coral_core.config.blueprints import ModelBlueprint, ScoringBlueprint
 from coral_core.executors.ray_cluster import adopt
+from coral_core.errors import UserError
 from coral_core.executors.in_process import LocalExecutor
+from coral_core.run.factories import check_model
 from coral_core.types import Generation, GenerationRequest, ScoredCandidate, Task
 
 
@@ -28,6 +30,16 @@ class GenerationWorker:
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]:
         return self.local.generate(model, requests)
+
+    def check_models(self, sections: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
+        """The first of these model sections (each with the override that gave it) that
+        this machine refuses, said as one line; None when it builds them all."""
+        for said, section in sections:
+            try:
+                check_model(section, here=True)
+            except UserError as error:
+                return f"{said}: {error}"
+        return None
 
     def close(self) -> None:
         self.local.close()

@@ -429,6 +429,23 @@ class RayExecutor:
         self._await([self._track(member, ref, "starting its actors", "")
                      for member, ref in calls])
 
+    def check_models(self, sections: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """The search's model values judged on a machine that builds models (the driver,
+        a login node, cannot see the cluster's devices and files): one the cluster
+        refuses stops the run before it begins, not at that value's trial."""
+        member = self._generators[0]
+        with self._lock:
+            member.busy += 1
+        try:
+            ref = member.actor.check_models.remote(list(sections))
+        except BaseException:
+            with self._lock:
+                member.busy -= 1
+            raise
+        said = self._await([self._track(member, ref, "starting its actors", "")])[0]
+        if said:
+            raise UserError(said)
+
     def generate(self, model: ModelBlueprint, requests: Sequence[GenerationRequest],
                  ) -> list[list[Generation]]:
         """The actor that holds the batch's adapter where one does (`choose_generator`)."""
