@@ -219,7 +219,8 @@ def test_a_ray_dry_run_leaves_the_machine_checks_to_the_machines_that_build_the_
         cli = subprocess.run([*base, *machine, *executor],
                              capture_output=True, text=True, timeout=120)
         assert cli.returncode == code, (executor, cli.stderr)
-        assert not code or ("cuda:3" in cli.stderr and "device" in cli.stderr), cli.stderr
+        assert not code or "cuda:3" in cli.stderr or "not a peft adapter" in cli.stderr, \
+            cli.stderr  # a machine check, whichever comes first
     for option, words in (("device=meta", "meta holds no"), ("device=cuda:x", "not a device"),
                           ("batch_size=0", "at least 1")):
         cli = subprocess.run([*base, "--model-arg", option, *cluster],
