@@ -24,7 +24,7 @@ from coral_core import __version__
 from coral_core.errors import UserError
 from coral_core.files.stdout import silence
 from coral_core.switches import check_switches
-from coral_core.results.grids import printable
+from coral_core.shown import printable
 from coral_core.terminal import CONTEXT, CoralCommand, CoralGroup
 
 # Each command module imports what its command runs when it runs: `coral --version` imports

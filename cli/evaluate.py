@@ -9,7 +9,8 @@ from typing import Any, Mapping, Optional
 import typer
 
 from coral_core.errors import UserError
-from coral_core.results.grids import Column, Grid, printable
+from coral_core.results.grids import Column, Grid
+from coral_core.shown import printable
 
 
 def evaluate(

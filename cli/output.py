@@ -13,7 +13,8 @@ from rich.text import Text
 from coral_core.results.summary_tables import summary_grid, trials_grid
 from coral_core.results.paired import verdict_text
 from coral_core.results.search_reports import strategy_report
-from coral_core.results.grids import Grid, fit, markdown, printable, vertical
+from coral_core.results.grids import Grid, fit, markdown, vertical
+from coral_core.shown import printable
 # What plugins' commands print with lives in the core; Coral's own commands share it.
 from coral_core.terminal import note, print_json, reserve_stdout, stderr, stdout
 

@@ -17,7 +17,7 @@ from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from coral_core.files.stdout import GuardedStream
-from coral_core.results.grids import printable
+from coral_core.shown import printable
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

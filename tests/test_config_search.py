@@ -221,3 +221,27 @@ def test_bad_overrides_are_one_line_errors(overrides, message):
         configuration.override_layer(overrides, "trial 3")
     assert str(caught.value).startswith(f"trial 3: {message}")
     assert "\n" not in str(caught.value)
+
+
+def test_a_planner_collects_search_values_for_the_cluster_only_before_the_run(data_dir):
+    """Where models are built elsewhere, each model section a search value gives is kept
+    for the executor to judge before the run; afterwards a trial's values (every adapter
+    an evolution makes) are not kept: the list grew for the whole run (a reviewer's pass)."""
+    from coral_core.run.factories import experiment_preset
+    from coral_core.run.runner import Planner
+
+    config = configuration.merge(experiment_preset("quixbugs"), {
+        "dataset": {"data_dir": str(data_dir), "split": "train", "problems": ["gcd"]}})
+    here = Planner(config)
+    here.plan(1, {"model.temperature": 0.5})
+    assert here.take_judged_elsewhere() == []
+    on_cluster = configuration.merge(config, {"model": {"spec": "hf:/cluster/model"}})
+    planner = Planner(on_cluster, models_here=False)
+    planner.plan(0, {})
+    planner.plan(1, {"model.adapter": "/nowhere/a"})
+    planner.plan(2, {"model.adapter": "/nowhere/a"})  # judged once
+    taken = planner.take_judged_elsewhere()
+    assert [said for said, _ in taken] == ['model.adapter = "/nowhere/a"']
+    assert taken[0][1]["adapter"] == "/nowhere/a"
+    planner.plan(3, {"model.adapter": "/nowhere/b"})
+    assert planner.take_judged_elsewhere() == [] and planner.judged_elsewhere == []

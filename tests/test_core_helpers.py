@@ -1,5 +1,5 @@
-"""The core's one implementation each of: cutting at stop sequences, deriving seeds, and
-publishing a file or a folder atomically. Expected values are worked out independently."""
+"""The core's one implementation each of: cutting at stop sequences, deriving seeds,
+publishing a file or a folder atomically, and showing foreign text on one line. Expected values are worked out independently."""
 
 from __future__ import annotations
 
@@ -14,7 +14,28 @@ import pytest
 
 from coral_core.files.atomic import publish_dir, write_text_atomic
 from coral_core.seeds import derive_seed, sample_seed
+from coral_core.shown import one_line, printable
 from coral_core.stops import cut_at_stop
+
+# ----- foreign text on a terminal -----
+
+
+@pytest.mark.parametrize("text, spaces, expected", [
+    ("a\x1b[2Jb", False, "a\\x1b[2Jb"),  # a terminal escape shown, not obeyed
+    ("evil\u202etxt.py", False, "evil\\u202etxt.py"),  # was \x2e: the code point's low byte
+    ("one\n  two\u2028three", False, "one two three"),
+    ("a  b\tc", True, "a  b\\tc"),  # a file's name keeps its spaces
+    ("\u200bzero", False, "\\u200bzero"),  # invisible format characters too
+])
+def test_foreign_text_is_one_printable_line(text, spaces, expected):
+    assert one_line(text, spaces=spaces) == expected
+
+
+def test_one_line_is_cut_after_its_escapes_and_printable_keeps_what_it_is_told():
+    assert one_line("\x07" * 100, limit=10) == "\\x07\\x07\\x" + "..."
+    assert printable("a\nb\tc\x1b") == "a\nb\tc\\x1b"
+    assert printable("a\nb", keep="") == "a\\nb"
+
 
 # ----- stop sequences -----
 

@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from coral_core.files.atomic import publish_dir
 from coral_core.errors import UserError
+from coral_core.shown import one_line
 from coral_core.files.fileio import open_plain
 from coral_core.data.locate import FetchLimits, cache_folder, fetched_dir
 
@@ -172,9 +173,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
 
 def _clean(text: str, limit: int = 160) -> str:
-    """Server- or archive-supplied text made safe for one line on a terminal."""
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch) & 0xff:02x}" for ch in text)
-    return text if len(text) <= limit else text[:limit] + "..."
+    """Server- or archive-supplied text (a member's name) for one line on a terminal."""
+    return one_line(text, limit, spaces=True)
 
 
 _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session",

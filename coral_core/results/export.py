@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from coral_core.errors import UserError
-from coral_core.results.grids import printable
+from coral_core.shown import printable
 from coral_core.run.rundir import is_run_dir
 from coral_core.scoring.sample_results import result_fields
 from coral_core.run.store import RunStore, ScoreRecord

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from coral_core.shown import printable
+
 
 @dataclass(frozen=True)
 class Column:
@@ -70,13 +72,6 @@ def fit(grid: Grid, width: int) -> list[Grid] | None:
 
 def _cell(text: str) -> str:
     return " ".join(printable(text).split()).replace("|", "\\|") or " "
-
-
-def printable(text: str, keep: str = "\n\t") -> str:
-    """Control characters (terminal escapes a candidate printed) shown as escapes, but for
-    those in `keep` (none for a name on one line: a file name's newline forged a verdict
-    line)."""
-    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
 def markdown(grid: Grid) -> str:

@@ -96,7 +96,8 @@ class Planner:
     set is known (a split it does not have). `models_here`: whether the executor builds
     models on this machine (the model's checks of devices and files are for that one);
     where it does not, `judged_elsewhere` collects each model section an override gave,
-    with the override, for the executor to judge where models are built."""
+    with the override, for the executor to judge where models are built, until `prepare`
+    takes them (`take_judged_elsewhere`); a trial's own value is judged at its trial."""
 
     def __init__(self, base: Mapping[str, Any], hidden: Sequence[str] = (),
                  where: Callable[[tuple[str, ...]], str] = _nowhere,
@@ -109,6 +110,7 @@ class Planner:
         self._tasks: dict[str, tuple[Task, ...]] = {}
         self._checked: set[str] = set()
         self.judged_elsewhere: list[tuple[str, dict[str, Any]]] = []
+        self._collecting = not models_here
 
     def dataset(self, blueprint: DatasetBlueprint) -> Dataset:
         if blueprint.digest not in self._datasets:
@@ -136,7 +138,7 @@ class Planner:
             if model_key not in self._checked:
                 check_model(config["model"], here=self.models_here)
                 self._checked.add(model_key)
-                if overrides and not self.models_here:
+                if overrides and self._collecting:
                     said = ", ".join(f"{k} = {json.dumps(v)}" for k, v in overrides.items())
                     self.judged_elsewhere.append((said, copy.deepcopy(config["model"])))
             if key not in self._checked:
@@ -145,6 +147,12 @@ class Planner:
         except OptionInvalid as error:  # say which file and line set the key
             raise placed(error, self.where) from None
         return TrialPlan(number, dict(overrides), config, tasks, model, scoring)
+
+    def take_judged_elsewhere(self) -> list[tuple[str, dict[str, Any]]]:
+        """The model sections collected so far; none are collected afterwards (a run's
+        trials would otherwise grow the list with every adapter an evolution makes)."""
+        taken, self.judged_elsewhere, self._collecting = self.judged_elsewhere, [], False
+        return taken
 
 
 @dataclass
@@ -199,8 +207,9 @@ def prepare(config: Mapping[str, Any], run_dir: Path,
         adapter = config["model"]["adapter"]
         executor.prepare(base.model, base.scoring, (adapter,) if adapter else ())
         judge = getattr(executor, "check_models", None)
-        if planner.judged_elsewhere and callable(judge):  # before the run, not at its trial
-            judge(planner.judged_elsewhere)
+        sections = planner.take_judged_elsewhere()
+        if sections and callable(judge):  # before the run, not at its trial
+            judge(sections)
     except BaseException:
         executor.close()
         raise

@@ -436,12 +436,7 @@ class RayExecutor:
         member = self._generators[0]
         with self._lock:
             member.busy += 1
-        try:
-            ref = member.actor.check_models.remote(list(sections))
-        except BaseException:
-            with self._lock:
-                member.busy -= 1
-            raise
+        ref = self._send(member, "check_models", list(sections))
         said = self._await([self._track(member, ref, "starting its actors", "")])[0]
         if said:
             raise UserError(said)
@@ -457,12 +452,7 @@ class RayExecutor:
             member = choose_generator(self._generators, adapter)
             member.busy += 1
             member.used(adapter)
-        try:
-            ref = member.actor.generate.remote(model, list(requests))
-        except BaseException:
-            with self._lock:
-                member.busy -= 1
-            raise
+        ref = self._send(member, "generate", model, list(requests))
         return self._await([self._track(member, ref, "generation", "generate")])[0]
 
     def submit(self, scoring: ScoringBlueprint, task: Task, text: str,
@@ -475,13 +465,18 @@ class RayExecutor:
                 raise RuntimeError("the Ray executor is closed")
             member = min(self._evaluators, key=lambda m: m.busy)
             member.busy += 1
+        ref = self._send(member, "score", blueprint, shared_task, text, extract)
+        return self._track(member, ref, "scoring", "evaluate")
+
+    def _send(self, member: _Member, method: str, *args: Any) -> Any:
+        """One call to a member already counted busy; the count is given back when the call
+        cannot even be sent (no callback would ever give it back)."""
         try:
-            ref = member.actor.score.remote(blueprint, shared_task, text, extract)
+            return getattr(member.actor, method).remote(*args)
         except BaseException:
             with self._lock:
                 member.busy -= 1
             raise
-        return self._track(member, ref, "scoring", "evaluate")
 
     def _abandon(self, why: str) -> None:
         """Settle every call still in flight with `why`: once the watchdog stops, nothing

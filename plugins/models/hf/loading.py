@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from coral_core.files.decoding import DecodeError, json_value
 from coral_core.errors import UserError
+from coral_core.shown import one_line
 from coral_core.files.fileio import read_bytes
 
 if TYPE_CHECKING:
@@ -339,7 +340,7 @@ def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
             return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
     except Exception as error:  # SafetensorError: header too large, file not covered...
         raise UserError(f"hf model: {path}: not a valid safetensors file "
-                        f"({clean(str(error))})") from None
+                        f"({one_line(str(error))})") from None
 
 
 def available_memory(device: str) -> int | None:
@@ -425,15 +426,8 @@ def same_base(named: str, source: ModelSource) -> bool:
     return bool(tail) and tail == source.location.rstrip("/").rsplit("/", 1)[-1].lower()
 
 
-def clean(text: str, limit: int = 300) -> str:
-    """Library- or file-supplied text made safe for one line on a terminal."""
-    text = " ".join(text.split())
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch) & 0xff:02x}" for ch in text)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _load_failure(what: str, source: ModelSource, error: BaseException) -> str:
-    reason = clean(str(error)) or type(error).__name__
+    reason = one_line(str(error)) or type(error).__name__
     hint = "" if source.local else f"; {OFFLINE_HINT}"
     return (f"hf model: cannot load the {what} of '{source.location}': "
             f"{type(error).__name__}: {reason}{hint}")

@@ -33,11 +33,12 @@ from coral_core.config.settings import DAY
 from coral_core.errors import UserError
 from coral_core.stops import cut_at_stop
 from coral_core.types import Generation, GenerationRequest, Prompt
+from coral_core.shown import one_line
 from coral_core.fim.canary import SelfTest, check_mode, run_self_test
 from coral_core.fim.templates import template_for
 
 from .loading import (
-    adapter_base, chat_template_file, check_config, check_device_name, check_dtype, clean,
+    adapter_base, chat_template_file, check_config, check_device_name, check_dtype,
     load_model, load_tokenizer, quiet_transformers, read_json, resolve_device, resolve_dtype,
     resolve_source, same_base,
 )
@@ -239,7 +240,7 @@ class HFModel:
         kind = read_json(Path(path) / "adapter_config.json").get("peft_type")
         if kind not in {member.value for member in PeftType}:  # else a bare KeyError
             raise UserError(f"hf model: adapter {adapter}: adapter_config.json's peft_type "
-                            f"{clean(repr(kind))} is not one peft knows (LORA, ...)")
+                            f"{one_line(repr(kind))} is not one peft knows (LORA, ...)")
 
         name = "adapter_" + hashlib.sha256(path.encode()).hexdigest()[:12]
         try:
@@ -254,7 +255,7 @@ class HFModel:
                     self._peft.load_adapter(path, adapter_name=name, low_cpu_mem_usage=True)
         except Exception as error:  # peft, safetensors, torch: all mean "unusable adapter"
             raise UserError(f"hf model: cannot load adapter {adapter}: "
-                            f"{type(error).__name__}: {clean(str(error))}") from None
+                            f"{type(error).__name__}: {one_line(str(error))}") from None
         self.adapter_loads += 1
         self._adapters[path] = name
         self._peft.set_adapter(name)  # never unload the active adapter
@@ -278,9 +279,9 @@ class HFModel:
         if identity is not None:
             mine = model_identity(self.source)
             if identity != mine:
-                mismatch = f"it was trained on {clean(identity)}, this model is {mine}"
+                mismatch = f"it was trained on {one_line(identity)}, this model is {mine}"
         elif named is not None and not same_base(named, self.source):
-            mismatch = f"its adapter_config.json names base model {clean(named)!r}"
+            mismatch = f"its adapter_config.json names base model {one_line(named)!r}"
         elif named is None:
             log.warning("adapter %s names no base model; it cannot be checked", path)
         if not mismatch:

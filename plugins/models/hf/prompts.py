@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from coral_core.errors import UserError
+from coral_core.shown import one_line
 from coral_core.types import Message, Prompt
 
 _FRAME = 4  # bytes of the big-endian length before each message between the processes
@@ -153,7 +154,7 @@ class ChatTemplate:
             template = tokenizer.get_chat_template()
         except (ValueError, TypeError) as error:
             raise UserError(f"hf model: the chat template in {self.where} is unusable: "
-                            f"{_one_line(str(error))}") from None
+                            f"{one_line(str(error))}") from None
         request = {
             "template": template, "messages": messages,
             "add_generation_prompt": add_generation_prompt,
@@ -165,7 +166,7 @@ class ChatTemplate:
             reply = self._exchange(json.dumps(request).encode())
         if "error" in reply:
             raise UserError(f"hf model: the chat template in {self.where} failed: "
-                            f"{_one_line(str(reply['error']))}")
+                            f"{one_line(str(reply['error']))}")
         return str(reply["text"])
 
     def _exchange(self, payload: bytes) -> dict[str, Any]:
@@ -180,7 +181,7 @@ class ChatTemplate:
         except (OSError, ValueError, _HelperFailed) as error:
             self.close()
             raise UserError(f"hf model: rendering the chat template in {self.where} "
-                            f"failed: the helper {_one_line(str(error)) or 'stopped'}") from None
+                            f"failed: the helper {one_line(str(error)) or 'stopped'}") from None
 
     def _helper(self) -> subprocess.Popen[bytes]:
         """The running helper, started (and waited for: its imports take a second or
@@ -260,13 +261,6 @@ def _read(fd: int, size: int, deadline: float) -> bytes:
             raise _HelperFailed("exited")
         data += chunk
     return bytes(data)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    """Template- or library-supplied text made safe for one line on a terminal."""
-    text = " ".join(text.split())
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch) & 0xff:02x}" for ch in text)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 _templates: "weakref.WeakKeyDictionary[Any, ChatTemplate]" = weakref.WeakKeyDictionary()

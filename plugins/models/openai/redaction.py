@@ -13,11 +13,12 @@ import re
 from typing import Iterable
 from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
+from coral_core.shown import one_line
+
 MASK = "***"
 _SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session",
                           re.IGNORECASE)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def url_credentials(url: str) -> list[str]:
@@ -41,17 +42,10 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def excerpt(text: str, secrets: Iterable[str] = (), limit: int = 200) -> str:
     """One short line of `text` that is safe to print, log and store."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, MASK).replace(quote(secret, safe=""), MASK)
     text = _BEARER.sub(lambda match: f"{match.group(1)} {MASK}", text)
-    text = " ".join(text.split())
-    text = _CONTROL.sub(_escape, text)
-    return text if len(text) <= limit else text[:limit] + "..."
+    return one_line(text, limit)
