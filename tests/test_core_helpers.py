@@ -1,5 +1,6 @@
 """The core's one implementation each of: cutting at stop sequences, deriving seeds,
-publishing a file or a folder atomically, and showing foreign text on one line. Expected values are worked out independently."""
+publishing a file or a folder atomically, and showing foreign text on one line. Expected
+values are worked out independently."""
 
 from __future__ import annotations
 
