@@ -75,6 +75,9 @@ def test_the_data_sets_have_their_upstream_sizes(data_dir):
      "field 'entry_point': 'g' is not defined by prompt + canonical_solution"),
     (_line(prompt="def f(x:\n", canonical_solution="    return x\n"),
      "prompt + canonical_solution is not valid Python (SyntaxError"),
+    # the same program cut elsewhere: its own complaint (the check is cached by the text)
+    (_line(prompt="def f(x:\n", canonical_solution="", suffix="    return x\n"),
+     "prompt + canonical_solution + suffix is not valid Python (SyntaxError"),
     (_line(prompt="def f(x):\n\0", canonical_solution="    return x\n"),
      "prompt + canonical_solution is not valid Python"),
 ])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from dataclasses import dataclass
 
 from coral_core import parsing
@@ -58,13 +59,32 @@ def _starts(tree: ast.Module, text: str) -> list[int]:
                   - 1] for node in tree.body]
 
 
-def test_globals(test: str) -> set[str]:
-    """Names the test reads that it does not bind at module level (nor are builtins)."""
+@functools.lru_cache(maxsize=1024)
+def test_globals(test: str) -> frozenset[str]:
+    """Names the test reads that it does not bind at module level (nor are builtins).
+    Cached: the infilling sets repeat HumanEval's 164 tests over 8,652 tasks (walking
+    them all took 1.3 s of the 1.9 s that planning the 5,815 multi-line tasks took)."""
     tree = parsing.parse(test)
     bound = set().union(*(_bound(node) for node in tree.body)) if tree.body else set()
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
-    return used - bound - set(dir(builtins))
+    return frozenset(used - bound - set(dir(builtins)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _statements(program: str) -> tuple[tuple[frozenset[str], int, int], ...] | None:
+    """Each top-level statement of the benchmark's program: the names it binds, and its
+    region, from its start to the next one's (in characters); None where the program does
+    not parse. Cached: every infilling task of a problem has the same program (only where
+    its hole lies differs)."""
+    try:
+        tree = parsing.parse(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    starts = _starts(tree, program)
+    ends = [*starts[1:], len(program)]
+    return tuple((frozenset(_bound(node)), start, end)
+                 for node, start, end in zip(tree.body, starts, ends))
 
 
 def make_plan(prompt: str, test: str, entry_point: str, canonical: str | None = None,
@@ -77,21 +97,16 @@ def make_plan(prompt: str, test: str, entry_point: str, canonical: str | None = 
         return Plan(entry_point, (entry_point,))  # the test fails to compile in the check
     canonical = canonical or ""
     reference = prompt + canonical + suffix
-    try:
-        tree = parsing.parse(reference)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    if tree is None:
+    statements = _statements(reference)
+    if statements is None:
         return Plan(entry_point, (entry_point, *sorted(wanted)))
     # A statement's region runs from its start to the next one's, both ends included:
     # text the candidate writes there can decorate it or continue its body.
     hole = (len(prompt), len(prompt) + len(canonical))
-    starts = _starts(tree, reference)
-    ends = [*starts[1:], len(reference)]
     written: set[str] = set()  # names the candidate wrote (part of) a definition of
     benchmark: set[str] = set()
-    for node, start, end in zip(tree.body, starts, ends):
-        names = _bound(node) & wanted
+    for bound, start, end in statements:
+        names = bound & wanted
         if names:
             (written if hole[0] <= end and hole[1] >= start else benchmark).update(names)
     helpers = tuple(sorted(benchmark - written))
