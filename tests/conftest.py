@@ -9,6 +9,7 @@ names them in CORAL_PLUGINS (`coral_env` does it for the distributions on its PY
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sqlite3
 import subprocess
@@ -84,6 +85,15 @@ def installed_plugins(*folders: str | Path) -> list[str]:
     for dist in metadata.distributions(path=[str(folder) for folder in folders]):
         names += [ep.name for ep in dist.entry_points if ep.group == "coral"]
     return sorted(set(names))
+
+
+def skip_without(*modules: str) -> None:
+    """Skip the calling test module where one of `modules` is not installed, without
+    importing them: every pytest process collects every module, and importing torch,
+    transformers and peft there took each about 4 s of CPU (the tests import them)."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}", allow_module_level=True)
 
 
 def coral_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, ended_owner_tag, run_coral
+from conftest import coral_env, ended_owner_tag, run_coral, skip_without
 
 pytest.importorskip("optuna")
-pytest.importorskip("torch")
-pytest.importorskip("peft")
+skip_without("torch", "peft")
 
 from tiny_model import shared_tiny_model  # noqa: E402
 

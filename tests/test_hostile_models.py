@@ -22,8 +22,9 @@ from coral_core.errors import UserError
 from coral_core.types import GenerationRequest, Prompt, SamplingParams
 from hostile_cli import base_env, run_measured
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("peft")
+from conftest import skip_without
+
+skip_without("torch", "peft")
 
 from coral_plugins.models.hf.model import HFModel  # noqa: E402
 from coral_plugins.models.hf.prompts import TemplateLimits, chat_template_of  # noqa: E402
@@ -186,6 +187,7 @@ def test_a_template_that_fails_only_on_some_prompts_is_one_line_at_generation(ti
 # ----- adapters made for another base model -----
 
 def _adapter(base: Path, where: Path) -> Path:
+    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 

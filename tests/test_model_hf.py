@@ -24,8 +24,9 @@ from coral_core.types import (
 )
 from coral_plugins.datasets.quixbugs import INSTRUCTIONS, QuixBugs, make_answer, make_prompt
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("peft")
+from conftest import skip_without
+
+skip_without("torch", "peft")
 
 from coral_plugins.models import hf as hf_module  # noqa: E402
 from coral_plugins.models.hf.model import HFModel  # noqa: E402
@@ -117,6 +118,7 @@ def trained(tiny, examples, tmp_path_factory) -> tuple[Path, list[tuple[int, flo
 @pytest.fixture(scope="session")
 def random_adapter(tiny, tmp_path_factory) -> Path:
     """An adapter with random (non-zero) B matrices, so that it surely changes outputs."""
+    import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
