@@ -60,8 +60,8 @@ class JobTemplate:
         timeouts = list(timeouts or [policy.timeout] * len(steps))
         self.payload = {
             "module": spec.module, "support": [list(s) for s in spec.support],
-            "setup": spec.setup, "steps": steps, "timeouts": timeouts,
-            "load_timeout": policy.load_timeout,
+            "prepare": list(spec.prepare), "setup": spec.setup, "steps": steps,
+            "timeouts": timeouts, "load_timeout": policy.load_timeout,
             "limits": policy.limits(len(steps), timeouts), "count": count,
         }
         self._control = json.dumps({
@@ -69,13 +69,15 @@ class JobTemplate:
             "limits": self.payload["limits"]})[1:].encode()  # '"steps": ..., ...}'
         self.host = spec.host
         self._rest = json.dumps({
-            "module": spec.module, "support": self.payload["support"], "setup": spec.setup,
-            "steps": steps, "count": count, "host": spec.host})[1:].encode()
+            "module": spec.module, "support": self.payload["support"],
+            "prepare": self.payload["prepare"], "setup": spec.setup, "steps": steps,
+            "count": count, "host": spec.host})[1:].encode()
 
     def job(self, code: str, private: dict[str, Any] | None = None) -> Job:
         """The job for `code`; a hosted spec's also takes its `private` part, which only
         the host's process reads. It is padded, so that neither its length nor the body's
-        tells one private part from another of similar size."""
+        tells one private part from another of similar size; its head gives the length of
+        the rest, so that the host's process reads no padding."""
         body = b'{"code":' + json.dumps(code).encode() + b"," + self._rest
         if not self.host:
             if private is not None:
@@ -84,6 +86,7 @@ class JobTemplate:
         if private is None:
             raise ValueError("a hosted job needs its private part")
         hidden = json.dumps(private).encode()
+        hidden = b"%011d\n" % len(hidden) + hidden
         size = (len(hidden) // PRIVATE_BLOCK + 1) * PRIVATE_BLOCK
         control = self._control[:-1] + b',"public":%d}' % len(body)
         return Job(self.payload, control, body + hidden.ljust(size))

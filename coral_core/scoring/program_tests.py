@@ -62,7 +62,10 @@ class ExecutionSpec:
     importable too; `setup` runs once after the candidate is imported. With `host` (the
     name of a support module), the job runs in two processes: the candidate's never holds
     the job's private part (`JobTemplate.job(code, private)`), which a second process
-    loads and serves through `host`'s `serve` (see sandbox/inside/child.py).
+    loads and serves through `host`'s `serve` (see sandbox/inside/child.py). `prepare`
+    (module, function, arguments: plain data) is called in the candidate's process alone,
+    once the support modules are loaded and before the candidate's code: a harness's
+    per-job start that the other process need not run, with nothing to compile.
     """
 
     module: str
@@ -70,3 +73,4 @@ class ExecutionSpec:
     support: tuple[tuple[str, str], ...] = ()
     setup: str = ""
     host: str = ""
+    prepare: tuple[str, str, tuple[Any, ...]] | tuple[()] = ()

@@ -87,7 +87,8 @@ def _split(body_fd, public, result_fd):
         return None, tests_write
     for fd in (tests_read, tests_write):
         os.close(fd)
-    private = _read_job(body_fd, public)
+    # the private part's head ("%011d\n") gives its length: the padding is not read
+    private = _read_job(body_fd, public + 12, int(os.pread(body_fd, 12, public)))
     os.close(body_fd)
     SPLIT.update(role="program", fd=(host_reads, host_writes), pid=pid)
     return private, result_fd
@@ -156,6 +157,9 @@ def run_child(control, first, result_fd, scratch, body_fd):
             sys.modules[job["host"]].serve(send, record, private, load_module)
             _flush_output()
             _exit(0)
+        if job.get("prepare"):  # the harness's start, in the candidate's process alone
+            module_name, function, arguments = job["prepare"]
+            getattr(sys.modules[module_name], function)(*arguments)
         if counting:
             counted(start=True)
         try:

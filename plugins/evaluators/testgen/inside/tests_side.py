@@ -1,10 +1,11 @@
 """Coral's test-generation harness, the tests' side: runs a model-written pytest file.
 
-This file is not imported by Coral: its text is sent with every run as a support module of
-the sandbox child, followed by `CONFIG = {...}` and `start()`. In the tests' process (the
-one that loads the test file) `start` installs the program under test as a module of call
-proxies (proxy.py); the program itself lives in the other process (host.py). CONFIG is the
-same for every run of a file, whichever version of the program the other process holds.
+This file is not imported by Coral: its text is a support module of the sandbox child,
+and `start(config)` the job's `prepare`, called in the tests' process alone (the one that
+loads the test file) before the file loads. It fills CONFIG and installs the program under
+test as a module of call proxies (proxy.py); the program itself lives in the other process
+(host.py). CONFIG is the same for every run of a file, whichever version of the program
+the other process holds.
 
 It collects tests as pytest does for a plain module: functions named test*, classes named
 Test* without __init__ or __new__ (nested ones too) with their test* methods, static and
@@ -39,9 +40,11 @@ class _Expired(BaseException):
     """A test's CPU budget ran out (a BaseException: `except Exception` cannot keep it)."""
 
 
-def start():
+def start(config):
+    """The job's start, in the tests' process alone (its `prepare`): `config` is the run's
+    public settings, as [name, value] pairs."""
     child = sys.modules["coral_inside.child"]  # the sandbox's own (sandbox/inside/child.py)
-
+    CONFIG.update(config)
     if child.SPLIT.get("role") == "tests":
         proxy.install(CONFIG["program"], child.SPLIT["fd"], _Expired)
         _same_chance(CONFIG.get("seed", 0))
