@@ -283,6 +283,33 @@ def test_what_a_test_can_do_with_the_program(sandbox, node_source):
     assert run.lines and 2 in run.lines and "" in run.lines[2]  # `import` ran while loading
 
 
+EARLY = ("import os, signal\n\n"
+         "def early(n):\n"
+         "    os.kill(os.getpid(), signal.SIGPROF)\n"
+         "    return sum(range(n))\n")
+
+
+@pytest.mark.loaded
+def test_an_expiry_signal_before_the_budget_is_used_up_ends_no_test(sandbox):
+    """A CPU timer counts the kernel's tick-sampled CPU time, which beside CPU hogs ran
+    ahead of the exact clock (a 0.3 s budget ended at 0.22 s in a CI run). The signal it
+    sends is sent here by hand, long before the budget is used, in the program's process
+    and in the tests' own: each budget is kept by the exact clock, so both tests pass, and
+    a test that does run its budget out still times out."""
+    from coral_plugins.evaluators.testgen.suite import run_suite
+
+    code = ("import os, signal\nfrom early import early\n\n"
+            "def test_in_the_program():\n    assert early(10) == 45\n\n"
+            "def test_in_the_tests():\n    os.kill(os.getpid(), signal.SIGPROF)\n"
+            "    assert early(10) == 45\n\n"
+            "def test_over():\n    while True:\n        pass\n")
+    run = run_suite(sandbox, code, ("early", EARLY), budget=0.5, timeout=10)
+    assert [(t.name, t.status) for t in run.tests] == [
+        ("test_in_the_program", "pass"), ("test_in_the_tests", "pass"),
+        ("test_over", "timeout")], run
+    assert run.tests[2].cpu >= 0.5 - 0.06
+
+
 @pytest.mark.loaded
 def test_a_test_over_its_budget_inside_the_program_times_out_and_the_run_goes_on(sandbox):
     from coral_plugins.evaluators.testgen.suite import run_suite
