@@ -58,7 +58,8 @@ def evaluate(
     from coral_core.config.blueprints import DatasetBlueprint, ScoringBlueprint
     from coral_core.scoring.candidate_files import CandidateFile, evaluate_files, files_in
     from coral_core.config.schema import OptionInvalid
-    from coral_core.run.factories import build_dataset, build_scoring, check_scoring
+    from coral_core.run.factories import (build_dataset, build_scoring, check_executor,
+                                          check_scoring, check_split)
     from coral_core.results.summary_tables import plural, summary_grid
     from coral_core.scoring.samples import read_samples, score_all, write_results
 
@@ -95,18 +96,22 @@ def evaluate(
                  extract=extract)
     launched = launch.resolve_fresh(plugin, config, flags)  # as `coral run` does
     resolved = launched.config
-    try:  # the evaluators' options, weights and gate: said at the file and line that set them
+    try:  # the executor, the data set's and evaluators' options, weights and gate: said at
+        # the file and line that set them, as `coral run` says them (a red-team pass)
+        check_executor(resolved["execution"])
         check_scoring(ScoringBlueprint.of(resolved), ())
+        dataset = build_dataset(DatasetBlueprint.of(resolved))
     except OptionInvalid as error:
         raise launch.placed(error, launched.where) from None
-    dataset = build_dataset(DatasetBlueprint.of(resolved))
+    # a split the user named (by --split or in the file) is checked, and holds the
+    # samples' tasks; a preset's is where they are looked for first
+    named_split = launched.user_sets(("dataset", "split"))
+    if named_split:
+        check_split(dataset, dataset.name, resolved["dataset"]["split"], launched.where)
     if predictions is not None:
         _rescore(resolved, dataset, predictions, json_output)
         return
     if samples is not None:
-        if split is not None and split not in dataset.splits:
-            raise UserError(f"unknown split '{split}' (data set '{dataset.name}' has "
-                            f"{', '.join(dataset.splits)})")
 
         def outputs_ready() -> None:  # now that the data set's folder is known
             if results is not None:
@@ -115,7 +120,7 @@ def evaluate(
                 check_output(results, "--results")
 
         scored = score_all(resolved, dataset, read_samples(samples), samples,
-                           strict_split=split is not None, ready=outputs_ready)
+                           strict_split=named_split, ready=outputs_ready)
         if results is not None:
             write_results(scored, results)
         summary = dict(scored.summary)

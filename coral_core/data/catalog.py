@@ -10,9 +10,8 @@ from typing import Any
 from coral_core import plugins
 from coral_core.data.locate import fetched_dir, find_dataset_dir, is_folder
 from coral_core.errors import UserError
-from coral_core.run.factories import build_dataset, check_tasks, data_set_names
+from coral_core.run.factories import build_dataset, check_split, check_tasks, data_set_names
 from coral_core.config.blueprints import DatasetBlueprint
-from coral_core.suggest import did_you_mean
 
 
 def needs_files(factory: Any) -> bool:
@@ -86,9 +85,8 @@ def problem_rows(name: str, split: str | None, data_dir: Path | None) -> list[di
     dataset = build_dataset(DatasetBlueprint.of({"dataset": {
         "name": name, "options": {}, "data_dir": str(data_dir) if data_dir else ""}}))
     splits = tuple(dataset.splits)
-    if split is not None and split not in splits:
-        raise UserError(f"unknown split '{split}'{did_you_mean(split, splits)} (data set "
-                        f"'{name}' has {', '.join(splits)})")
+    if split is not None:
+        check_split(dataset, name, split)
     chosen = [split] if split else (["all"] if "all" in splits else list(splits))
     rows, seen = [], set()
     for each in chosen:

@@ -79,7 +79,7 @@ def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[
             with open(path, "w", encoding="utf-8", newline="") as handle:
                 yield handle
             return
-        draft = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        draft = _draft(target)
         try:
             with open(draft, "x", encoding="utf-8", newline="") as handle:
                 _keep_access(handle.fileno(), target)
@@ -91,6 +91,10 @@ def output_file(path: str | os.PathLike[str], what: str = "output") -> Iterator[
             draft.unlink(missing_ok=True)
     except OSError as error:
         raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
+
+
+def _draft(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def _keep_access(descriptor: int, target: Path) -> None:
@@ -111,8 +115,18 @@ def check_output(path: str | os.PathLike[str], what: str = "output") -> None:
     """Refuse, before any work, an output that cannot be written (a folder, a socket, a
     file in a folder that does not exist) or that lies in a folder Coral reads. (Data set
     folders are known once the data set has loaded: call again then; output_file checks
-    it all once more as it writes.)"""
-    _destination(Path(path), what)
+    it all once more as it writes.) The folder must take the new file: a read-only one was
+    found only after minutes of scoring, whose results were then lost (a red-team pass)."""
+    target = _destination(Path(path), what)
+    if target is None:
+        return
+    draft = _draft(target)
+    try:
+        with open(draft, "x"):
+            pass
+        draft.unlink()
+    except OSError as error:
+        raise UserError(f"cannot write {what} {path}: {error.strerror or error}") from None
 
 
 def write_output(path: str | os.PathLike[str], text: str, what: str = "output") -> None:

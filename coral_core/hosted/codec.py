@@ -10,7 +10,8 @@ Node's shared default lists, dicts keyed by tuples of Nodes) keep their identiti
 Exact types only: a subclass could run its own code in the other process. Contents are
 encoded and decoded with loops, not recursion, so a linked list of 100,000 Nodes crosses.
 `Channel` carries them as lines of JSON, and `call` and `Encoder.reply` build the two
-halves of a call.
+halves of a call. A user may carry more (HumanEval's handles: `other` on both sides), and
+in a reply, a stand-in for what the caller's own objects now hold that is not data.
 
 This file is not imported by Coral's own processes (but by tests): its text is loaded inside
 the sandbox as a support module of both processes of a job, under the name its user picks
@@ -56,6 +57,7 @@ class Encoder:
     def __init__(self, prefix, other=None):
         self.prefix, self.other, self.node = prefix, other, node_class()
         self.memo, self.keep, self.table, self.pending = {}, [], {}, []
+        self.stand_in = None  # while set (see reply): what is not data becomes its result
 
     def seed(self, obj, key):
         self.memo[id(obj)] = key
@@ -95,6 +97,11 @@ class Encoder:
             return ["M", self.value(dict(x), depth + 1)]
         if kind is collections.ChainMap:
             return ["CM", [self.value(m, depth + 1) for m in x.maps]]
+        if self.stand_in is not None:
+            try:
+                return self.other(x) if self.other is not None else self.stand_in(x)
+            except Unsendable:
+                return self.stand_in(x)
         if self.other is not None:
             return self.other(x)
         raise Unsendable("a %s" % kind.__name__)
@@ -139,18 +146,17 @@ class Encoder:
             self.table[key] = self.contents(x)
         return self.table
 
-    def reply(self, value, error, origin, incoming, describe):
+    def reply(self, value, error, origin, incoming, describe, stand_in=None):
         """One call's answer: its value, or its exception's type, arguments (None where
         they are not data) and `describe(error)`, and in "t" the table with the contents
         of every argument the call changed (`origin`: the caller's objects by key,
-        `incoming`: their contents as sent). Raises Unsendable for a value not data."""
+        `incoming`: their contents as sent). Raises Unsendable for a value not data.
+        `stand_in(x)`, where given, encodes what the arguments' new contents hold that is
+        not data (a sentinel the program left in a list the test passed it): the caller
+        must see that its object changed, and an answer refused for it failed a correct
+        program (a red-team pass)."""
         for key, obj in origin.items():
             self.seed(obj, key)
-        changed = {}
-        for key, obj in origin.items():
-            contents = self.contents(obj)
-            if contents != incoming.get(key):
-                changed[key] = contents
         if error is None:
             answer = {"v": self.value(value)}
         else:
@@ -161,7 +167,16 @@ class Encoder:
             base = next((c.__name__ for c in type(error).__mro__ if _builtin_exception(c)),
                         "Exception")
             answer = {"x": [type(error).__name__, arguments, describe(error), base]}
-        table = self.drain()
+        self.drain()  # the value's containers: data only
+        self.stand_in, changed = stand_in, {}
+        try:
+            for key, obj in origin.items():
+                contents = self.contents(obj)
+                if contents != incoming.get(key):
+                    changed[key] = contents
+            table = self.drain()  # and what only the arguments reach
+        finally:
+            self.stand_in = None
         table.update(changed)
         answer["t"] = table
         return answer
@@ -240,11 +255,11 @@ def _builtin_exception(found):
         and found.__module__ == "builtins"
 
 
-def call(target, args, kwargs):
+def call(target, args, kwargs, other=None):
     """(the request of a call of `target`, the caller's objects it sent by key: a call's
     answer reports what the call changed in them). Raises Unsendable for an argument that
-    is not data."""
-    encoder = Encoder("")
+    is not data (`other(x)` may encode one, as Encoder's)."""
+    encoder = Encoder("", other)
     data = [encoder.value(a) for a in args]
     named = [[k, encoder.value(v)] for k, v in kwargs.items()]
     request = {"f": target, "a": data, "k": named, "t": encoder.drain()}

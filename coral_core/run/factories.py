@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from coral_core import plugins
 from coral_core.config.blueprints import DatasetBlueprint, ModelBlueprint, ScoringBlueprint
@@ -19,7 +19,7 @@ from coral_core.config.options import accepts, check_call, check_table, takes
 from coral_core.protocols import Dataset, Executor, Model
 from coral_core.sandbox import Sandbox, SandboxPolicy
 from coral_core.scoring.scorer import Scorer
-from coral_core.suggest import unknown
+from coral_core.suggest import did_you_mean, unknown
 from coral_core.types import SamplingParams, Task
 
 
@@ -47,6 +47,18 @@ def build_dataset(blueprint: DatasetBlueprint) -> Dataset:
     if section["data_dir"]:
         options["data_dir"] = section["data_dir"]
     return plugins.build("datasets", section["name"], **options)
+
+
+def check_split(dataset: Dataset, name: str, split: str,
+                where: Callable[[tuple[str, ...]], str] | None = None) -> None:
+    """A split the data set has (any, for one that names none), or one line that says
+    where the configuration set it."""
+    splits = tuple(getattr(dataset, "splits", ()))
+    if splits and split not in splits:
+        at = where(("dataset", "split")) if where is not None else ""
+        raise UserError(f"{at + ': ' if at else ''}unknown split '{split}'"
+                        f"{did_you_mean(split, splits)} (data set '{name}' has "
+                        f"{', '.join(splits)})")
 
 
 def check_tasks(name: str, tasks: list[Any]) -> None:

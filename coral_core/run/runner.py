@@ -28,7 +28,7 @@ from coral_core.files.decoding import json_value
 from coral_core.errors import UserError
 from coral_core.run.factories import (build_dataset, build_evaluators, build_executor,
                                       builds_models_here, check_executor, check_model,
-                                      check_scoring, check_tasks, model_entry)
+                                      check_scoring, check_split, check_tasks, model_entry)
 from coral_core.protocols import Dataset, Executor, SearchStrategy
 from coral_core.run.rundir import SUMMARY_FILE, RunInfo
 from coral_core.files.atomic import write_text_atomic
@@ -174,12 +174,7 @@ def select_tasks(dataset: Dataset, section: Mapping[str, Any],
     """The tasks a `[dataset]` section selects: its split (one the data set has), its
     problems (each one the data set gave), then the first `limit` of them."""
     split, problems = section["split"], list(section["problems"])
-    splits = tuple(getattr(dataset, "splits", ()))
-    if splits and split not in splits:
-        at = where(("dataset", "split"))
-        raise UserError(f"{at + ': ' if at else ''}unknown split '{split}'"
-                        f"{did_you_mean(split, splits)} (data set '{section['name']}' has "
-                        f"{', '.join(splits)})")
+    check_split(dataset, section["name"], split, where)
     tasks = list(dataset.tasks(split, problems))
     check_tasks(section["name"], tasks)
     missing = [p for p in problems if p not in {t.id for t in tasks}]

@@ -134,6 +134,11 @@ def scrubbed_environment() -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
+        # BLAS and OpenMP start a thread per core when NumPy loads (63 on 64 cores): in a
+        # worker that preloads it they would stay, counted by the slot's process limit
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
     }
 
 

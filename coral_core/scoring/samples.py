@@ -127,8 +127,9 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
               source: Path, strict_split: bool = False,
               ready: Callable[[], None] | None = None) -> Scored:
     """Score every sample; an unknown task id is an error before anything is scored. With
-    `strict_split` (a split the user named), so is a task of another split: a training
-    problem must never be scored as if it were a test problem. `ready` is called once the
+    `strict_split` (a split the user named, by flag or in a configuration file, not a
+    preset's), so is a task of another split: a training problem must never be scored as
+    if it were a test problem. `ready` is called once the
     tasks are found, before any scoring (a last check of the outputs)."""
     split = config.get("dataset", {}).get("split")
     known = _split_tasks(dataset, split)
@@ -141,8 +142,9 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
             raise UserError(f"{source}:{sample.line}: {error}") from None
         if strict_split and known is not None and task.id not in known:
             raise UserError(f"{source}:{sample.line}: task '{task.id}' is in the "
-                            f"{_home_split(dataset, task)} split, not in {split} (drop --split "
-                            "to score the tasks of any split)")
+                            f"{_home_split(dataset, task)} split, not in {split} (name no split, "
+                            "with --split or in the configuration, to score the tasks of "
+                            "any split)")
         tasks.setdefault(task.id, task)
         chosen.append(task)
     if ready is not None:
@@ -154,6 +156,9 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
                                    extract=not sample.whole_program)
                    for sample, task in zip(samples, chosen)]
         results = [future.result() for future in futures]
+    except BaseException:  # Ctrl-C (or a failure): what is queued is dropped, not run
+        executor.cancel()  # (closing alone ran every queued sample first: minutes)
+        raise
     finally:
         executor.close()
     summary = _summary(config, dataset, tasks, list(zip(chosen, results)), source)

@@ -296,7 +296,7 @@ def _preload(modules, sources):
         for name in modules:
             try:
                 __import__(name)
-            except ImportError:
+            except Exception:  # not installed, or broken: a candidate's import fails too
                 pass
         for name, source in sources:
             child.load_module(name, source)

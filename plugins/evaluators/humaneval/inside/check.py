@@ -49,6 +49,20 @@ class ProgramIterator:
         return self._checker.request("G", {"g": self._handle}, {})
 
 
+class ProgramObject:
+    """An object of the program's that is not data, which a call left in the test's own
+    argument (a sentinel appended to a list): it equals only itself, and a later call hands
+    it back to the program as the object it stands for."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def __repr__(self):
+        return "<an object of the program under test, which is not plain data>"
+
+
 class ProgramFunction:
     """A function of the program (by name) or a callable it returned (by handle)."""
 
@@ -73,6 +87,7 @@ class Checker:
         self.idle, self.cpu, self.checked = 0.0, 0.0, 0.0
         self.mark = None  # (wall, both processes' busy nanoseconds) when the check began
         self.known = {}  # the benchmark's definitions the test uses, by name
+        self.held = {}  # ProgramObjects by handle: the same object is the same stand-in
 
     # the program's time --------------------------------------------------------------
 
@@ -156,7 +171,7 @@ class Checker:
 
     def call(self, target, args, kwargs):
         try:
-            request, sent = codec.call(target, args, kwargs)
+            request, sent = codec.call(target, args, kwargs, other=self._hand_back)
         except (codec.Unsendable, RecursionError) as error:
             raise TypeError("coral: %s cannot be passed to the program under test (only "
                             "plain data can)" % error) from None
@@ -177,8 +192,16 @@ class Checker:
                      % _describe(error))
         raise error
 
+    @staticmethod
+    def _hand_back(x):
+        if type(x) is ProgramObject:
+            return ["h", x._handle]
+        raise codec.Unsendable("a %s" % type(x).__name__)
+
     def _handles(self, tag, rest):
         if len(rest) == 1 and type(rest[0]) is int:
+            if tag == "h":
+                return self.held.setdefault(rest[0], ProgramObject(rest[0]))
             if tag == "g":
                 return ProgramIterator(self, rest[0])
             if tag == "k":
