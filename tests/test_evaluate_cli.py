@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +190,25 @@ def test_a_program_that_rebinds_json_and_os_functions_is_scored_as_it_is(tmp_pat
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["passed"] is True, document["outcomes"]
+
+
+def test_ctrl_c_drops_the_queued_files_of_a_candidate_dir(tmp_path, data_dir):
+    """Ctrl-C during `--candidate-dir` ends it at once, as during `--samples` (where a
+    red-team pass found every queued sample run first): exit 130, nothing on stdout."""
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    for number in range(60):  # 1 s each while loading: 30 s of work on 2 cores
+        (folder / f"gcd__{number}.py").write_text(
+            f"import time  # {number}\ntime.sleep(1)\n\n\ndef gcd(a, b):\n    return 1\n")
+    command = [str(Path(sys.executable).with_name("coral")), "evaluate", "--plugin",
+               "quixbugs", "--candidate-dir", str(folder), "--json"]
+    process = subprocess.Popen(command, env=coral_env(data_dir), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(4)
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    stdout, stderr = process.communicate(timeout=120)
+    waited = time.monotonic() - signalled
+    assert process.returncode == 130 and stdout == "", stderr[-2000:]
+    assert waited < 15, f"{waited:.1f} s from Ctrl-C to the exit"

@@ -189,6 +189,11 @@ def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[Candidate
             return unreadable(task, source)
         return document(task, scoring, source, item.path)
 
-    with ThreadPoolExecutor(threads) as pool:
+    pool = ThreadPoolExecutor(threads)
+    try:
         documents = list(pool.map(one, files, sources))
+    except BaseException:  # Ctrl-C: the queued files are dropped, not started
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return [{"file": str(item.path), **doc} for item, doc in zip(files, documents)]
