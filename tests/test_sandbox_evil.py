@@ -2149,6 +2149,8 @@ KINDS = [
          memory=True, check=_held_together_at_most(64, killed_one_by_one=True)),
     Kind("tmpfs_in_a_user_namespace", USERNS_TMPFS, cases=1, check=_userns_refused),
     Kind("half_a_million_files_while_loading", FILE_FLOOD, cases=1, check=_files_capped),
+    Kind("half_a_million_files_in_dev_shm", FILE_FLOOD.replace("/tmp/flood", "/dev/shm/flood"),
+         cases=1, check=_files_capped),
 ]
 
 
@@ -2412,6 +2414,8 @@ MEMORY_KINDS_WITHOUT_CGROUP = [
          check=_held_together_at_most(256)),
     Kind("tmpfs_in_a_user_namespace", USERNS_TMPFS, cases=1, check=_userns_refused),
     Kind("half_a_million_files_while_loading", FILE_FLOOD, cases=1, check=_files_capped),
+    Kind("half_a_million_files_in_dev_shm", FILE_FLOOD.replace("/tmp/flood", "/dev/shm/flood"),
+         cases=1, check=_files_capped),
 ]
 
 

@@ -263,8 +263,9 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  
 def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
                   options: str | None = None) -> list[str]:
     """A minimal read-only root: system dirs, the interpreter and packages, a private /tmp
-    (capped in size; bubblewrap 0.8 cannot cap its inodes, the worker samples them), a
-    private POSIX message queue file system the worker empties after each job."""
+    (capped in size; bubblewrap 0.8 cannot cap its inodes, the worker samples them) and
+    /dev/shm alike, a private POSIX message queue file system the worker empties after
+    each job."""
     command = [
         bwrap_program(), "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session",
@@ -279,7 +280,10 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
         elif path.is_dir():
             command += ["--ro-bind", str(path), str(path)]
     command += ["--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue"]
-    command += ["--perms", "1777", "--size", str(policy.tmp_mb << 20), "--tmpfs", "/tmp"]
+    # /dev/shm as a program finds it elsewhere (POSIX semaphores: multiprocessing's locks,
+    # queues and thread pools; bubblewrap's own was not writable), emptied after each job
+    for private in ("/tmp", "/dev/shm"):
+        command += ["--perms", "1777", "--size", str(policy.tmp_mb << 20), "--tmpfs", private]
     made: set[str] = {"/", "/tmp", "/usr", "/proc", "/dev"}
     for root in python_roots():
         command += _parents(root, made)

@@ -62,15 +62,19 @@ def job_memory(pid):
 
 
 def files_in_use(roots):
-    """Inodes in use on the sandbox's private tmpfs (bubblewrap 0.8 cannot cap nr_inodes);
-    None where the writable folder is on the host's file system (it counts other users)."""
+    """Inodes in use on the sandbox's private tmpfs file systems (/tmp, /dev/shm: bubblewrap
+    0.8 cannot cap nr_inodes); None where the writable folders are on the host's file
+    system (they count other users)."""
     if not IS_INIT or not roots:
         return None
-    try:
-        info = os.statvfs(roots[0])
-    except OSError:
-        return None
-    return info.f_files - info.f_ffree
+    used = 0
+    for root in roots:
+        try:
+            info = os.statvfs(root)
+        except OSError:
+            return None
+        used += info.f_files - info.f_ffree
+    return used
 
 
 def over_limits(pid, limits, roots, files_base):
