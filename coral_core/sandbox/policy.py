@@ -258,6 +258,7 @@ def interpreter() -> str:
 
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # shown read-only
+PRIVATE_TMPFS = ("/tmp", "/dev/shm")  # the sandbox's own, writable, emptied after each job
 
 
 def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
@@ -282,7 +283,7 @@ def bwrap_command(policy: SandboxPolicy, python: str, module: str = "worker",
     command += ["--proc", "/proc", "--dev", "/dev", "--mqueue", "/dev/mqueue"]
     # /dev/shm as a program finds it elsewhere (POSIX semaphores: multiprocessing's locks,
     # queues and thread pools; bubblewrap's own was not writable), emptied after each job
-    for private in ("/tmp", "/dev/shm"):
+    for private in PRIVATE_TMPFS:
         command += ["--perms", "1777", "--size", str(policy.tmp_mb << 20), "--tmpfs", private]
     made: set[str] = {"/", "/tmp", "/usr", "/proc", "/dev"}
     for root in python_roots():
