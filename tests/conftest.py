@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -110,6 +112,21 @@ def coral_env(data_dir: Path | None = None, **extra: str) -> dict[str, str]:
             env["CORAL_PLUGINS"] = ",".join(names)
     env.update(extra)
     return env
+
+
+def interrupt_coral(*args: str, env: dict[str, str], after: float = 4.0,
+                    timeout: float = 120) -> tuple[int, str, str, float]:
+    """`coral ARGS` sent Ctrl-C (SIGINT, at its default whatever started the tests) after
+    `after` seconds: (exit status, stdout, stderr, seconds from the signal to the exit)."""
+    command = [str(Path(sys.executable).with_name("coral")), *args]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after)
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    stdout, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stdout, stderr, time.monotonic() - signalled
 
 
 def run_coral(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,

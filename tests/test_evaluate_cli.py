@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, interrupt_coral, run_coral
 
 pytestmark = pytest.mark.loaded  # make test runs it beside CPU hogs
 
@@ -200,15 +195,8 @@ def test_ctrl_c_drops_the_queued_files_of_a_candidate_dir(tmp_path, data_dir):
     for number in range(60):  # 1 s each while loading: 30 s of work on 2 cores
         (folder / f"gcd__{number}.py").write_text(
             f"import time  # {number}\ntime.sleep(1)\n\n\ndef gcd(a, b):\n    return 1\n")
-    command = [str(Path(sys.executable).with_name("coral")), "evaluate", "--plugin",
-               "quixbugs", "--candidate-dir", str(folder), "--json"]
-    process = subprocess.Popen(command, env=coral_env(data_dir), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4)
-    process.send_signal(signal.SIGINT)
-    signalled = time.monotonic()
-    stdout, stderr = process.communicate(timeout=120)
-    waited = time.monotonic() - signalled
-    assert process.returncode == 130 and stdout == "", stderr[-2000:]
+    status, stdout, stderr, waited = interrupt_coral(
+        "evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder), "--json",
+        env=coral_env(data_dir))
+    assert status == 130 and stdout == "", stderr[-2000:]
     assert waited < 15, f"{waited:.1f} s from Ctrl-C to the exit"

@@ -8,7 +8,6 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import coral_env, run_coral
+from conftest import coral_env, interrupt_coral, run_coral
 from test_datasets_fetch import served  # noqa: F401 - the loopback HTTP fixture
 
 from coral_core.errors import UserError
@@ -620,17 +619,10 @@ def test_ctrl_c_drops_the_queued_samples_and_writes_no_results(tmp_path, data_di
     and the sandboxes killed: exit 130 at once, no results file."""
     samples = _sleepers(tmp_path / "s.jsonl", 60)  # 30 s of work
     results = tmp_path / "r.jsonl"
-    command = [str(Path(sys.executable).with_name("coral")), "evaluate", "--plugin",
-               "humaneval", "--samples", str(samples), "--results", str(results)]
-    process = subprocess.Popen(command, env=coral_env(data_dir), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4)
-    process.send_signal(signal.SIGINT)
-    signalled = time.monotonic()
-    _, stderr = process.communicate(timeout=120)
-    waited = time.monotonic() - signalled
-    assert process.returncode == 130, stderr[-2000:]
+    status, _, stderr, waited = interrupt_coral(
+        "evaluate", "--plugin", "humaneval", "--samples", str(samples), "--results",
+        str(results), env=coral_env(data_dir))
+    assert status == 130, stderr[-2000:]
     assert waited < 15, f"{waited:.1f} s from Ctrl-C to the exit"  # the queue: 26 s or more
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]  # nor half of one
 
