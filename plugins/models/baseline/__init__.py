@@ -3,7 +3,8 @@
 It repairs the program shown in the prompt by sampling single-edit variants ranked by a
 prior learned from the data set's training problems only (docs/models-baseline.md).
 Modules: `prompt` (finding the program), `scope` / `sites` / `edits` / `render` (the
-variants), `prior` and `tuning` (what the training problems teach), `sampling`, `model`.
+variants), `prior`, `prior_cache` and `tuning` (what the training problems teach),
+`sampling`, `model`.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ prompt, and `dataset.training_examples()`, which refuses non-training problems.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -31,15 +32,24 @@ from coral_core.types import Generation, GenerationRequest, Tunable
 
 from . import NAME
 from .edits import FAMILIES
-from .prior import Prior, cached_prior, problem_pairs
+from .prior import Prior, problem_pairs
+from .prior_cache import cached_prior
 from .prompt import program_in
-from .render import enumerate_variants
+from .render import Variant, enumerate_variants
 from .sampling import Ranked, draw, rank, sampling_distribution
 
 log = logging.getLogger(__name__)
 
 CLOSING_FENCE = "\n```\n"
 _CACHED_PROGRAMS = 64
+
+
+@functools.lru_cache(maxsize=_CACHED_PROGRAMS)
+def variants_of(program: str) -> tuple[Variant, ...]:
+    """`enumerate_variants`, once per process for the same program: a search makes a model
+    per trial (family weights are genes), and each enumerated every prompt's variants
+    again (4 of the 10 s of a small evolution run). Variants are frozen: shared as they are."""
+    return tuple(enumerate_variants(program))
 
 
 class BaselineModel:
@@ -86,7 +96,7 @@ class BaselineModel:
                 self._ranked.move_to_end(key)
                 return self._ranked[key]
         try:
-            variants = enumerate_variants(program)
+            variants = variants_of(program)
         except (SyntaxError, ValueError) as error:
             raise UserError(f"baseline: the prompt's program does not parse: {error}") from None
         ranked = rank(variants, self.prior, self.family_weights) or [Ranked(program, 1.0)]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -137,23 +136,10 @@ def learn_prior(examples: Iterable[TrainingExample], shrink: float = SHRINK) -> 
 
 
 def examples_digest(examples: Iterable[TrainingExample]) -> str:
-    """A content key for the training data: the prior is cached under it."""
+    """A content key for the training data: the prior is cached under it (prior_cache.py)."""
     digest = hashlib.sha256()
     for problem, (buggy, correct) in problem_pairs(examples).items():
         for part in (problem, buggy, correct):
             digest.update(part.encode("utf-8"))
             digest.update(b"\0")
     return digest.hexdigest()
-
-
-_CACHE: dict[tuple[str, float], Prior] = {}
-_LOCK = threading.Lock()
-
-
-def cached_prior(examples: Sequence[TrainingExample], shrink: float = SHRINK) -> Prior:
-    """`learn_prior`, once per process for the same training data."""
-    key = (examples_digest(examples), shrink)
-    with _LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = learn_prior(examples, shrink)
-        return _CACHE[key]
