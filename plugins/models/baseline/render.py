@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 from coral_core import parsing
@@ -39,6 +39,8 @@ class Variant:
 
     text: str
     origins: tuple[Origin, ...]
+    # `normalized(text)`, made while enumerating: labelling compares it with the fix's
+    canonical: str = field(default="", compare=False, repr=False)
 
 
 class _Source:
@@ -216,7 +218,7 @@ def enumerate_variants(program: str) -> list[Variant]:
         if origin not in origins:
             origins.append(origin)
     first_text = {key: text for text, key in reversed(texts.items())}
-    return [Variant(first_text[key], tuple(origins)) for key, origins in found.items()]
+    return [Variant(first_text[key], tuple(origins), key) for key, origins in found.items()]
 
 
 class _Canonical(ast.NodeTransformer):
