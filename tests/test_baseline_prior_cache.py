@@ -59,7 +59,8 @@ def test_other_data_or_another_shrinkage_is_another_key(cache) -> None:
 @pytest.mark.parametrize("damage", [
     "not json", "[]", '{"key": "another"}', "{}",
     "fixing over proposed", "a count that is text", "a count that is negative",
-    "a count that is true", "a table missing", "problems that are not text",
+    "a count that is true", "a count too large for a float", "a table missing",
+    "problems that are not text",
     "another shrinkage", "a link out of the cache",
 ])
 def test_a_damaged_file_is_relearned_and_replaced(cache, damage) -> None:
@@ -76,6 +77,8 @@ def test_a_damaged_file_is_relearned_and_replaced(cache, damage) -> None:
         kinds["fixing"]["binary_op"] = -1
     elif damage == "a count that is true":  # where none fixed: JSON's true is not 1
         kinds["fixing"][min(k for k, n in kinds["fixing"].items() if n == 0)] = True
+    elif damage == "a count too large for a float":
+        kinds["proposed"]["binary_op"] = kinds["fixing"]["binary_op"] = 10 ** 400
     elif damage == "a table missing":
         del data["prior"]["loop_exits"]
     elif damage == "problems that are not text":
@@ -94,6 +97,15 @@ def test_a_damaged_file_is_relearned_and_replaced(cache, damage) -> None:
     assert prior_cache.stored_prior(examples) == learned
     assert not _stored(cache).is_symlink()
     assert prior_cache.stored_prior(examples) == learned  # the replacement reads back
+
+
+def test_a_folder_linked_out_of_the_cache_is_neither_read_nor_written(cache, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache.parent.mkdir(parents=True)
+    cache.symlink_to(outside)
+    assert prior_cache.stored_prior(_examples()) == learn_prior(_examples())
+    assert list(outside.iterdir()) == []
 
 
 def test_a_cache_that_cannot_be_written_costs_only_the_time(tmp_path, monkeypatch) -> None:

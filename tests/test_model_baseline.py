@@ -161,6 +161,7 @@ def test_every_variant_is_one_compiling_edit_and_differs_from_the_input(source: 
     texts = [v.text for v in variants]
     assert len(set(texts)) == len(texts), "variants are deduplicated by text"
     keys = [normalized(t) for t in texts]
+    assert keys == [v.canonical for v in variants], "the tree labelling compares"
     assert normalized(source) not in keys, "no variant is the input (up to layout)"
     assert len(set(keys)) == len(keys), "no two variants are the same program"
     for text in texts:

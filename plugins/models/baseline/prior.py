@@ -107,7 +107,8 @@ def label_edits(buggy: str, correct: str) -> list[tuple[Origin, bool]]:
         variants = enumerate_variants(buggy)
     except (SyntaxError, ValueError):
         return []
-    return [(origin, v.canonical == target) for v in variants for origin in v.origins]
+    return [(origin, (v.canonical or normalized(v.text)) == target)
+            for v in variants for origin in v.origins]
 
 
 def prior_from_labels(labelled: Sequence[tuple[Origin, bool]], shrink: float = SHRINK,

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from coral_core.data.locate import cache_folder, cache_root
 from coral_core.errors import UserError
 from coral_core.files.atomic import write_text_atomic
-from coral_core.files.fileio import read_text
+from coral_core.files.fileio import is_within, read_text
 from coral_core.types import TrainingExample
 
 from .prior import SHRINK, Counts, Prior, examples_digest, learn_prior
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 FOLDER = "baseline"
 _LIMIT = 1 << 20  # bytes of a stored prior (a few kilobytes in practice)
+_MOST = 1 << 53  # a count: more would overflow the rates' floats (a red-team review)
 _TABLES = ("kinds", "families", "loop_exits")
 
 _MEMORY: dict[tuple[str, float], Prior] = {}
@@ -52,13 +53,18 @@ def cached_prior(examples: Sequence[TrainingExample], shrink: float = SHRINK) ->
 
 def stored_prior(examples: Sequence[TrainingExample], shrink: float = SHRINK) -> Prior:
     """The prior stored under this data's and this code's key, else learned and stored."""
-    key = prior_key(examples, shrink)
+    try:
+        key = prior_key(examples, shrink)
+    except OSError as error:  # a source file that cannot be read: nothing to key on
+        log.debug("baseline prior not cached: %s", error)
+        return learn_prior(examples, shrink)
     root = cache_root()
     path = root / FOLDER / f"prior-{key}.json"
     try:  # a link out of the cache is not the cache's
         text = read_text(path, limit=_LIMIT, what="stored prior", within=root)
         prior = _parsed(json.loads(text), key, shrink)
-    except (UserError, ValueError, RecursionError):  # missing, unreadable, not JSON
+    except (UserError, ValueError, RecursionError) as error:  # missing, unreadable, not JSON
+        log.debug("baseline prior not read from %s: %s", path, error)
         prior = None
     if prior is not None:
         log.debug("baseline prior read from %s", path)
@@ -66,6 +72,8 @@ def stored_prior(examples: Sequence[TrainingExample], shrink: float = SHRINK) ->
     prior = learn_prior(examples, shrink)
     try:
         cache_folder(FOLDER)
+        if not is_within(path.parent, root):  # neither read nor written through a link
+            raise UserError(f"{path.parent} leads out of {root}")
         write_text_atomic(path, json.dumps({"key": key, "prior": _plain(prior)}))
     except (UserError, OSError) as error:
         log.debug("baseline prior not stored in %s: %s", path, error)
@@ -90,7 +98,9 @@ def _plain(prior: Prior) -> dict[str, Any]:
 
 
 def _parsed(data: Any, key: str, shrink: float) -> Prior | None:
-    """The stored prior, or None unless every field is what `learn_prior` makes."""
+    """The stored prior, or None unless it has every field `learn_prior` makes, each of
+    its type, with counts that a prior could have (whole, 0 to 2**53, fixing at most
+    proposed). Whether they are the counts this data would give is the key's to say."""
     if not isinstance(data, dict) or data.get("key") != key:
         return None
     stored = data.get("prior")
@@ -111,7 +121,7 @@ def _counts(table: Any) -> Counts | None:
         return None
     proposed, fixing = table["proposed"], table["fixing"]
     if not all(isinstance(counts, dict) and all(
-            isinstance(name, str) and type(count) is int and count >= 0
+            isinstance(name, str) and type(count) is int and 0 <= count <= _MOST
             for name, count in counts.items()) for counts in (proposed, fixing)):
         return None
     if set(fixing) != set(proposed) or any(fixing[n] > proposed[n] for n in fixing):

@@ -39,7 +39,8 @@ class Variant:
 
     text: str
     origins: tuple[Origin, ...]
-    # `normalized(text)`, made while enumerating: labelling compares it with the fix's
+    # `normalized(text)`, made while enumerating, for labelling to compare with the fix's
+    # ("" where not kept: model.py's cache of variants keeps the texts alone)
     canonical: str = field(default="", compare=False, repr=False)
 
 

@@ -42,7 +42,8 @@ def label_problems(examples: Iterable[TrainingExample]) -> list[Labelled]:
     for problem, (buggy, correct) in problem_pairs(examples).items():
         target = normalized(correct)
         variants = tuple(enumerate_variants(buggy))
-        fixes = frozenset(v.text for v in variants if v.canonical == target)
+        fixes = frozenset(v.text for v in variants
+                          if (v.canonical or normalized(v.text)) == target)
         edits = tuple((origin, v.text in fixes) for v in variants for origin in v.origins)
         labelled.append(Labelled(problem, variants, fixes, edits))
     return labelled
