@@ -407,6 +407,30 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     assert victim.read_bytes() == b"" and not (root / "journal.sqlite").exists()
 
 
+@pytest.mark.slow  # it starts a worker process
+def test_a_worker_closed_twice_closes_its_pipes_once(tmp_path):
+    """^C while a thread restarted a dead worker: the run closed the old worker a second
+    time, and its pipes' descriptor numbers, already given to the new worker's Popen, were
+    closed under it (EBADF, a traceback in a CI rehearsal). A second close does nothing."""
+    from coral_plugins.evaluators.mutation.workers import start_worker
+
+    root = project(tmp_path)
+    worker = start_worker(root / "calc.py", ["test_calc.py"], root)
+    numbers = (worker._to_worker, worker._from_worker)
+    worker.close()
+    keep, spare = os.pipe()
+    try:
+        for number in numbers:  # the numbers now name pipes of someone else's
+            os.dup2(keep, number)
+        worker.close()
+        for number in numbers:
+            os.fstat(number)  # raises EBADF if the second close closed it
+    finally:
+        for number in {*numbers, keep, spare}:
+            with contextlib.suppress(OSError):
+                os.close(number)
+
+
 def test_an_interrupted_run_is_one_line(tmp_path):
     """^C while workers ran: every worker thread printed a traceback (a closed pipe)."""
     slow = TESTS.replace("def test_count():", "def test_count():\n    import time\n"

@@ -536,8 +536,13 @@ def _dispatch(session, plans, pool, module, pytest_args, project, progress,
                     pool[index].close()
                     _put_back(project / module, original, None)
                     pool[index] = spawn(module, pytest_args, project)
+                    if stopping.is_set():  # the run ended while it started: not left running
+                        pool[index].close()
+                        return
                     reply = pool[index].ask(request)
-                except (WorkerDied, UserError) as error:  # a thread must always answer
+                except (WorkerDied, UserError, OSError) as error:  # a thread must answer
+                    if stopping.is_set():  # ^C closed what the restart was using
+                        return
                     _put_back(project / module, original, None)
                     done.put(error)
                     return

@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,8 @@ class WorkerProcess:
     """A pre-warmed pytest worker (see worker.py) for one module and its tests."""
 
     def __init__(self, module: Path, pytest_args: list[str], project: Path):
+        self._closing = threading.Lock()
+        self._closed = False
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self._log = tempfile.TemporaryFile()
@@ -95,6 +98,13 @@ class WorkerProcess:
         return self._receive(guard + (600 if len(stages) > 1 else 60))
 
     def close(self) -> None:
+        """Stop the worker; once, whichever threads ask: a second close of its pipes closed
+        descriptor numbers the system had given to another worker's pipes meanwhile (^C while
+        a thread restarted a worker: its Popen failed with EBADF and printed a traceback)."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
         try:
             os.write(self._to_worker, b'{"op": "stop"}\n')
         except OSError:
