@@ -1,7 +1,7 @@
 """The learned prior, kept between processes in Coral's cache.
 
 Learning it compares every single-edit variant of the training programs with their fixes
-(about 4 s here), and every process that used the baseline did it again: each `coral run`,
+(about 3 s here), and every process that used the baseline did it again: each `coral run`,
 each Ray actor, each test that runs the default model. The prior depends only on the
 training data, the shrinkage, the Python that parses, and the code that proposes and
 labels edits, so it is stored under a key made of all of them
