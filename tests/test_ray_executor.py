@@ -602,3 +602,19 @@ def test_a_batch_goes_to_the_actor_that_holds_its_adapter_unless_it_lags():
     for name in "pqrs":  # an actor keeps the last HELD_ADAPTERS (4) in mind
         first.used(name)
     assert "/adapters/x" not in first.adapters and first.adapters[-1] == "s"
+
+
+def test_a_local_ray_retries_its_object_store_in_short_steps():
+    """A local Ray's raylet connected to its object store before the store's thread
+    listened on most starts here, and Ray retries a second later: Coral's own Ray is
+    started with 20 ms steps (the same 10 s in all). Every process of the cluster reads
+    its settings from the GCS, as this does."""
+    from coral_core.executors.ray_cluster import LOCAL_RAY_CONFIG, shutdown
+
+    assert connect("") is True
+    try:
+        config = ray._private.state.state.get_system_config()
+        for key, value in LOCAL_RAY_CONFIG.items():
+            assert config.get(key) == value, key
+    finally:
+        shutdown(ray)

@@ -15,6 +15,12 @@ from coral_core.errors import UserError
 log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 10.0  # to reach a cluster's address before Ray's own (long) retries
+# A local Ray's raylet connects to its own object store, started on another thread, at
+# once, and when that thread is not listening yet it retries a second later (Ray's
+# default: 10 tries, 1 s apart), a whole second of most starts here. The same 10 s,
+# in 20 ms steps; Ray reads these for the node it starts, not for a cluster it joins.
+LOCAL_RAY_CONFIG = {"raylet_client_connect_timeout_milliseconds": 20,
+                    "raylet_client_num_connect_attempts": 500}
 TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
@@ -190,6 +196,7 @@ def connect(address: str) -> bool:
     }
     if not address:
         options["num_cpus"] = os.cpu_count() or 1
+        options["_system_config"] = dict(LOCAL_RAY_CONFIG)
     try:
         # "local": a Ray of our own, as documented, even where `ray start` left a cluster
         # running on this machine or RAY_ADDRESS names one (Ray would join that, and then
