@@ -604,17 +604,22 @@ def test_a_batch_goes_to_the_actor_that_holds_its_adapter_unless_it_lags():
     assert "/adapters/x" not in first.adapters and first.adapters[-1] == "s"
 
 
-def test_a_local_ray_retries_its_object_store_in_short_steps():
+@pytest.mark.parametrize("address", ["", "local"])
+def test_a_local_ray_retries_its_object_store_in_short_steps(address):
     """A local Ray's raylet connected to its object store before the store's thread
-    listened on most starts here, and Ray retries a second later: Coral's own Ray is
-    started with 20 ms steps (the same 10 s in all). Every process of the cluster reads
-    its settings from the GCS, as this does."""
+    listened on about a third of starts here, and Ray tries again a second later: Coral's
+    own Ray (no address, or "local") is started with 20 ms steps (the same 10 s in all)
+    and this machine's CPUs. Every process of that Ray takes its settings from the GCS,
+    as this driver did."""
     from coral_core.executors.ray_cluster import LOCAL_RAY_CONFIG, shutdown
 
-    assert connect("") is True
+    assert not ray.is_initialized()
+    assert connect(address) is True
     try:
-        config = ray._private.state.state.get_system_config()
+        stored = ray._private.state.state.get_system_config()
         for key, value in LOCAL_RAY_CONFIG.items():
-            assert config.get(key) == value, key
+            assert stored.get(key) == value, key
+            assert getattr(ray._raylet.Config, key)() == value, key  # applied here
+        assert ray.cluster_resources()["CPU"] == os.cpu_count()
     finally:
         shutdown(ray)

@@ -16,9 +16,11 @@ log = logging.getLogger(__name__)
 
 CONNECT_SECONDS = 10.0  # to reach a cluster's address before Ray's own (long) retries
 # A local Ray's raylet connects to its own object store, started on another thread, at
-# once, and when that thread is not listening yet it retries a second later (Ray's
-# default: 10 tries, 1 s apart), a whole second of most starts here. The same 10 s,
-# in 20 ms steps; Ray reads these for the node it starts, not for a cluster it joins.
+# once, and when that thread is not listening yet it tries again a second later (Ray's
+# defaults: 10 tries, 1000 ms apart; the "timeout" is the pause), a whole second of about a
+# third of starts here. The same 10 s in 20 ms steps, as Ray's `_system_config` (documented
+# for testing; every process of that Ray reads it from the GCS; Ray refuses it when joining
+# a cluster, and its C++ side refuses a key it does not know: both are in Ray 2.40-2.60).
 LOCAL_RAY_CONFIG = {"raylet_client_connect_timeout_milliseconds": 20,
                     "raylet_client_num_connect_attempts": 500}
 TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
@@ -194,7 +196,7 @@ def connect(address: str) -> bool:
     options: dict[str, Any] = {
         "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING,
     }
-    if not address:
+    if address in ("", "local"):  # Ray writes into its config: a copy
         options["num_cpus"] = os.cpu_count() or 1
         options["_system_config"] = dict(LOCAL_RAY_CONFIG)
     try:
