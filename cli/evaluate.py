@@ -62,6 +62,7 @@ def evaluate(
                                           check_scoring, check_split)
     from coral_core.results.summary_tables import plural, summary_grid
     from coral_core.scoring.samples import read_samples, score_all, write_results
+    from coral_core.scoring.task_lookup import TaskLookup
 
     from .output import note, print_json, reserve_stdout, show
 
@@ -136,9 +137,10 @@ def evaluate(
         return
     files = ([CandidateFile(candidate, problem or "")] if candidate is not None
              else files_in(candidate_dir))  # type: ignore[arg-type]
+    lookup = TaskLookup(dataset, resolved["dataset"]["split"], strict=named_split)
     scoring = build_scoring(ScoringBlueprint.of(resolved), dataset)
     try:
-        documents = evaluate_files(dataset, scoring, files,
+        documents = evaluate_files(lookup, scoring, files,
                                    each_on_its_own=candidate_dir is not None)
     finally:
         scoring.close()

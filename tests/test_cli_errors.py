@@ -52,6 +52,9 @@ def files(tmp_path_factory, data_dir):
     (root / "huge.jsonl").write_text('{"task_id": "gcd", "solution": "", "big": 1e999}\n')
     (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
                                           '"model.top_k" = [1979-05-27, 5]\n')
+    (root / "odd_list.toml").write_text('[dataset]\nproblems = ["gcd", 2]\n')
+    (root / "train_dir").mkdir()
+    (root / "train_dir" / "gcd.py").write_text(good)
     (root / "loop_a").symlink_to(root / "loop_b")
     (root / "loop_b").symlink_to(root / "loop_a")
     return root
@@ -73,6 +76,22 @@ CASES = {
                      "'model.top_p' must be in (0, 1]"),
     "malformed TOML": (["run", "--plugin", "quixbugs", "--config", "{malformed.toml}"],
                        "invalid TOML"),
+    # a bad-input pass: "must be a list of strings, got list"; --split ignored by candidate
+    # files (a training problem scored as a test problem); a data folder that is a file
+    # listed every data set as missing, exit status 0
+    "a list with an item of another kind": (
+        ["run", "--plugin", "quixbugs", "--config", "{odd_list.toml}"],
+        "'dataset.problems' must be a list of strings, got a list holding 2 (int)"),
+    "a candidate of another split": (
+        ["evaluate", "--plugin", "quixbugs", "--problem", "gcd", "--candidate", "{gcd.py}",
+         "--split", "test"], "task 'gcd' is in the train split, not in test"),
+    "a candidate folder of another split": (
+        ["evaluate", "--plugin", "quixbugs", "--candidate-dir", "{train_dir}", "--split",
+         "extra"], "task 'gcd' is in the train split, not in extra"),
+    "datasets list of a data folder that is a file": (
+        ["datasets", "list", "--data-dir", "{gcd.py}"], "is not a folder; give a folder"),
+    "datasets list of a data folder that does not exist": (
+        ["datasets", "list", "--data-dir", "{absent}"], "does not exist; give a folder"),
     "missing config": (["run", "--plugin", "quixbugs", "--config", "{absent.toml}"],
                        "cannot read config"),
     "missing data dir": (["run", "--plugin", "quixbugs", "--data-dir", "{absent_dir}"],

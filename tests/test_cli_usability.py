@@ -72,9 +72,10 @@ def test_verbose_turns_on_debug_logging(env):
 # -------------------------------------------------------------- dry run and run flags
 
 def test_dry_run_prints_the_resolved_configuration_with_every_flag_applied(env, tmp_path):
+    """Nothing is built: a hub id no cache holds (a missing local folder is refused)."""
     result = run_coral("run", "--plugin", "quixbugs", "--limit", "3", "--temperature", "0.2",
                        "--top-p", "0.5", "--max-new-tokens", "99", "--seed", "4",
-                       "--fail-fast", "--model", "hf:/nowhere/model", "--model-arg",
+                       "--fail-fast", "--model", "hf:nowhere/model", "--model-arg",
                        "dtype=bfloat16", "--model-arg", "batch_size=4", "--model-arg",
                        "chat_template=false", "--out", "rel", "--dry-run", env=env,
                        cwd=tmp_path)

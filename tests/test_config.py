@@ -62,6 +62,18 @@ def test_malformed_toml_reports_the_parser_position(tmp_path):
         configuration.read_file(path)
 
 
+def test_a_byte_order_mark_in_front_is_read_as_python_reads_one(tmp_path):
+    """Windows Notepad saves UTF-8 with a byte order mark: "invalid TOML: Invalid statement
+    (at line 1, column 1)" said nothing of it (a bad-input pass). Anywhere else it is an
+    error still."""
+    path = tmp_path / "exp.toml"
+    path.write_bytes(b"\xef\xbb\xbf[run]\nsamples = 3\n")
+    assert configuration.read_file(path)["run"]["samples"] == 3
+    path.write_bytes(b"[run]\n\xef\xbb\xbfsamples = 3\n")
+    with pytest.raises(UserError, match=r"invalid TOML: .*line 2"):
+        configuration.read_file(path)
+
+
 def test_resolved_config_round_trips():
     merged = configuration.merge({"run": {"samples": 7}, "model": {"stop": ["```"]}})
     assert configuration.loads_resolved(configuration.dump(merged), "x") == merged

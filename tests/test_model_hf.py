@@ -256,6 +256,26 @@ def test_an_adapter_and_a_huge_integer_are_refused_before_the_run(tiny, tmp_path
         assert not (tmp_path / "r").exists()
 
 
+def test_a_search_over_models_refuses_a_missing_model_folder_before_the_run(tmp_path):
+    """A bad-input pass: `"model.spec" = ["baseline", "hf:/nonexistent"]` ran its first
+    trial, then failed at the second, leaving a run directory whose report read "best
+    finished trial 0"; `--model hf:/nonexistent` alone was refused before any folder."""
+    coral = str(Path(sys.executable).with_name("coral"))
+    missing = tmp_path / "no-such-model"
+    config = tmp_path / "search.toml"
+    config.write_text('[run]\nsamples = 1\n[dataset]\nproblems = ["kheapsort"]\n'
+                      '[search]\nstrategy = "grid"\n[search.space]\n'
+                      f'"model.spec" = ["baseline", "hf:{missing}"]\n')
+    for dry in ([], ["--dry-run"]):
+        cli = subprocess.run([coral, "run", "--plugin", "quixbugs", "--config", str(config),
+                              "--out", str(tmp_path / "r"), *dry],
+                             capture_output=True, text=True, timeout=120)
+        assert cli.returncode == 2 and cli.stderr.count("\n") == 1, cli.stderr
+        assert "no such model directory" in cli.stderr and "[search.space]" in cli.stderr
+        assert not (tmp_path / "r").exists()
+    HFModel.check_options(str(missing), {}, here=False)  # a cluster's machine judges it
+
+
 def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, tmp_path):
     """The model is built before the run directory; a kind of prompt it cannot render is
     refused then (check_prompt), not at the first batch of a run no resume could finish."""

@@ -140,6 +140,16 @@ def kind_of(path: tuple[str, ...]) -> str:
     raise Invalid(path, f"'{dotted(path)}' does not exist: '{dotted(owner)}' is {owner_kind}")
 
 
+def _got(value: Any) -> str:
+    """What a value of the wrong kind is: a list's first item of another kind is named
+    ('got a list holding 1 (int)'; 'got list' said nothing)."""
+    if isinstance(value, list):
+        odd = next((v for v in value if not isinstance(v, str)), None)
+        if odd is not None:
+            return f"a list holding {odd!r} ({type(odd).__name__})"[:120]
+    return type(value).__name__
+
+
 def check(path: tuple[str, ...], value: Any) -> Any:
     """Check `value` for the key (or the entry inside a table) that `path` names; return a
     normalised copy (integers become floats where the key is a number)."""
@@ -161,7 +171,7 @@ def check(path: tuple[str, ...], value: Any) -> Any:
         if kind == "number":
             return value
     elif not _kind_ok(kind, value):
-        raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {type(value).__name__}")
+        raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {_got(value)}")
     elif kind == "int" and not -INT_BOUND <= value < INT_BOUND:
         rule = SCHEMA[path[0]][path[1]][1]
         verdict = rule(value) if rule is not None else True  # the key's own range, if any

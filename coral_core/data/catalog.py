@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from coral_core import plugins
-from coral_core.data.locate import fetched_dir, find_dataset_dir, is_folder
+from coral_core.data.locate import check_data_root, fetched_dir, find_dataset_dir, is_folder
 from coral_core.errors import UserError
 from coral_core.run.factories import build_dataset, check_split, check_tasks, data_set_names
 from coral_core.config.blueprints import DatasetBlueprint
@@ -44,6 +44,7 @@ def data_set_folders() -> list[str]:
 
 
 def dataset_rows(data_dir: Path | None) -> list[dict[str, Any]]:
+    check_data_root(data_dir)
     registry = plugins.registry()
     rows = []
     for name in registry.names("datasets"):

@@ -73,19 +73,34 @@ def fetched_dir(name: str) -> Path:
     return cache_root() / "datasets" / name
 
 
+def data_root(data_dir: str | os.PathLike[str] | None) -> tuple[Path | None, str]:
+    """The folder of data sets the user gave (`--data-dir`, else `$CORAL_DATA_DIR`) and how
+    they gave it; (None, "") when they gave none."""
+    if data_dir:
+        return Path(data_dir).expanduser(), f"--data-dir {data_dir}"
+    if os.environ.get("CORAL_DATA_DIR"):
+        return (Path(os.environ["CORAL_DATA_DIR"]).expanduser(),
+                f"CORAL_DATA_DIR={os.environ['CORAL_DATA_DIR']}")
+    return None, ""
+
+
+def check_data_root(data_dir: str | os.PathLike[str] | None) -> None:
+    """A folder of data sets that is none (a file, a path that does not exist) is the
+    user's error, even where no data set is read (`coral datasets list` called every data
+    set missing, exit status 0, a bad-input pass)."""
+    where, source = data_root(data_dir)
+    if where is not None and not is_folder(where):
+        reason = "is not a folder" if os.path.lexists(where) else "does not exist"
+        raise UserError(f"{source} {reason}; give a folder holding the data sets' folders "
+                        "(quixbugs/, humaneval/, ...)")
+
+
 def find_dataset_dir(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
     """`--data-dir DIR/NAME`, else `$CORAL_DATA_DIR/NAME`, else the fetched copy.
 
     Missing data is a UserError that names both ways to provide it.
     """
-    if data_dir:
-        where = Path(data_dir).expanduser()
-        source = f"--data-dir {data_dir}"
-    elif os.environ.get("CORAL_DATA_DIR"):
-        where = Path(os.environ["CORAL_DATA_DIR"]).expanduser()
-        source = f"CORAL_DATA_DIR={os.environ['CORAL_DATA_DIR']}"
-    else:
-        where, source = None, ""
+    where, source = data_root(data_dir)
     if where is not None:
         if is_folder(where / name):
             found = (where / name).resolve()

@@ -111,7 +111,10 @@ def _check_keys(text: str, where: str) -> None:
 
 
 def toml_document(text: str, where: str) -> dict[str, Any]:
-    """One TOML document (its tables as dicts); TOMLDecodeError messages carry the line."""
+    """One TOML document (its tables as dicts); TOMLDecodeError messages carry the line. A
+    UTF-8 byte order mark in front (Windows Notepad writes one) is dropped, as Python drops
+    it from a source file: TOML's parser called it an invalid statement."""
+    text = text.removeprefix("\ufeff")
     _check_keys(text, where)
     try:
         value = tomllib.loads(text, parse_float=lambda s: _number(s, float))

@@ -13,7 +13,7 @@ from coral_core.run.factories import Scoring
 from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.files.fileio import CANDIDATE_BYTES, read_text
-from coral_core.protocols import Dataset
+from coral_core.scoring.task_lookup import TaskLookup
 from coral_core.types import Candidate, Task
 
 log = logging.getLogger(__name__)
@@ -49,16 +49,12 @@ def files_in(directory: Path) -> list[CandidateFile]:
     return found
 
 
-def find_task(dataset: Dataset, problem: str) -> Task:
-    split = "all" if "all" in dataset.splits else dataset.splits[0]
-    return dataset.tasks(split, [problem])[0]
-
-
-def _tasks_of(dataset: Dataset, files: Sequence[CandidateFile],
+def _tasks_of(lookup: TaskLookup, files: Sequence[CandidateFile],
               each_on_its_own: bool) -> dict[str, Task | UserError]:
-    """Each file's problem, found. In a folder, a file that names no problem of the data
-    set (a stray helper, `__init__.py`) is that file's error, unless no file names one (the
-    wrong --plugin, most likely): then the first such error is the command's."""
+    """Each file's problem, found (in the split the user named, if any). In a folder, a
+    file that names no problem of the data set (a stray helper, `__init__.py`) or one of
+    another split is that file's error, unless no file names one (the wrong --plugin, most
+    likely): then the first such error is the command's."""
     tasks: dict[str, Task | UserError] = {}
     for item in files:
         if item.problem in tasks:
@@ -67,7 +63,7 @@ def _tasks_of(dataset: Dataset, files: Sequence[CandidateFile],
             if not item.problem:  # __init__.py: "unknown QuixBugs problem ''", naming no file
                 raise UserError(f"--candidate-dir: {item.path.name} names no problem "
                                 "(candidate files are NAME.py or NAME__LABEL.py)")
-            tasks[item.problem] = find_task(dataset, item.problem)
+            tasks[item.problem] = lookup.find(item.problem)
         except UserError as error:
             if not each_on_its_own:
                 raise
@@ -164,12 +160,12 @@ def unreadable(task: Task | str, error: UserError) -> dict[str, Any]:
             "seen_in_training": seen, "sandboxed": None, "error": str(error)}
 
 
-def evaluate_files(dataset: Dataset, scoring: Scoring, files: Sequence[CandidateFile],
+def evaluate_files(lookup: TaskLookup, scoring: Scoring, files: Sequence[CandidateFile],
                    *, each_on_its_own: bool = False) -> list[Mapping[str, Any]]:
     """Read every file first (bad input fails before any work), then score in parallel.
     `each_on_its_own` (a folder of files): a file that cannot be read, or names no problem,
     is that file's error, not the batch's."""
-    tasks = _tasks_of(dataset, files, each_on_its_own)
+    tasks = _tasks_of(lookup, files, each_on_its_own)
     sources: list[str | UserError] = []
     for item in files:
         try:

@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from coral_core import __version__
 from coral_core.config.blueprints import ScoringBlueprint
-from coral_core.scoring.candidate_files import find_task
 from coral_core.files.decoding import jsonl_file
 from coral_core.errors import UserError
 from coral_core.execution import code_digest
@@ -30,6 +29,7 @@ from coral_core.files.outputs import write_output
 from coral_core.scoring.metrics import summarize
 from coral_core.protocols import Dataset
 from coral_core.scoring.sample_results import result_fields
+from coral_core.scoring.task_lookup import TaskLookup
 from coral_core.run.store import ScoreRecord, TaskRecord
 from coral_core.types import ScoredCandidate, Task
 
@@ -66,48 +66,6 @@ def read_samples(path: Path) -> list[Sample]:
     return samples
 
 
-def task_name(task_id: str, dataset_name: str) -> str:
-    """'QuixBugs/gcd' -> 'gcd' for the quixbugs data set; other ids are kept."""
-    prefix, slash, rest = task_id.partition("/")
-    return rest if slash and prefix.lower() == dataset_name.lower() else task_id
-
-
-def _split_tasks(dataset: Dataset, split: str | None) -> dict[str, Task] | None:
-    """The configured split's tasks by id, where the data set has that split."""
-    if not split or split not in getattr(dataset, "splits", ()):
-        return None
-    return {task.id: task for task in dataset.tasks(split)}
-
-
-def _find(dataset: Dataset, task_id: str, known: Mapping[str, Task] | None) -> Task:
-    """The task a line names: its id as given (HumanEval's `HumanEval/0`), else without
-    the data set's name in front (`quixbugs/gcd`)."""
-    names = dict.fromkeys((task_id, task_name(task_id, dataset.name)))
-    if known is not None:
-        for name in names:
-            if name in known:
-                return known[name]
-    error: UserError | None = None
-    for name in names:
-        try:
-            return find_task(dataset, name)
-        except UserError as failed:
-            error = error or failed
-    assert error is not None
-    raise error
-
-
-def _home_split(dataset: Dataset, task: Task) -> str:
-    """The smallest split holding `task`: where a split gathers others (HumanEval-Infilling's
-    `all`), the one it comes from (an error path: reads every split)."""
-    holding = []
-    for name in getattr(dataset, "splits", ()):
-        ids = {t.id for t in dataset.tasks(name)}
-        if task.id in ids:
-            holding.append((len(ids), name))
-    return min(holding)[1] if holding else task.split
-
-
 @dataclass(frozen=True)
 class Scored:
     """The samples' scores, in the file's order, and the summary of them."""
@@ -127,24 +85,16 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
               source: Path, strict_split: bool = False,
               ready: Callable[[], None] | None = None) -> Scored:
     """Score every sample; an unknown task id is an error before anything is scored. With
-    `strict_split` (a split the user named, by flag or in a configuration file, not a
-    preset's), so is a task of another split: a training problem must never be scored as
-    if it were a test problem. `ready` is called once the
+    `strict_split`, so is a task of another split (TaskLookup). `ready` is called once the
     tasks are found, before any scoring (a last check of the outputs)."""
-    split = config.get("dataset", {}).get("split")
-    known = _split_tasks(dataset, split)
+    lookup = TaskLookup(dataset, config.get("dataset", {}).get("split"), strict_split)
     tasks: dict[str, Task] = {}
     chosen: list[Task] = []
     for sample in samples:
         try:
-            task = _find(dataset, sample.task_id, known)
+            task = lookup.find(sample.task_id)
         except UserError as error:
             raise UserError(f"{source}:{sample.line}: {error}") from None
-        if strict_split and known is not None and task.id not in known:
-            raise UserError(f"{source}:{sample.line}: task '{task.id}' is in the "
-                            f"{_home_split(dataset, task)} split, not in {split} (name no split, "
-                            "with --split or in the configuration, to score the tasks of "
-                            "any split)")
         tasks.setdefault(task.id, task)
         chosen.append(task)
     if ready is not None:
@@ -162,6 +112,7 @@ def score_all(config: Mapping[str, Any], dataset: Dataset, samples: Sequence[Sam
     finally:
         executor.close()
     summary = _summary(config, dataset, tasks, list(zip(chosen, results)), source)
+    known = lookup.known
     if known is not None and all(task_id in known for task_id in tasks):
         summary["missing"] = sum(1 for task_id in known if task_id not in tasks)
     return Scored(tuple(samples), tuple(results), summary)

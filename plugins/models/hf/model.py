@@ -143,8 +143,7 @@ class HFModel:
             return
         if isinstance(device, str) and device not in ("", "auto"):
             resolve_device(device)
-        if revision:
-            resolve_source(target, revision)
+        resolve_source(target, revision)  # a path that is no model (a search's value too)
         chat, fim = options.get("chat_template"), options.get("fim_template")
         if chat is True or (isinstance(fim, str) and fim):
             trust = options.get("trust_remote_code") is True
