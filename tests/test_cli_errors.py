@@ -53,6 +53,9 @@ def files(tmp_path_factory, data_dir):
     (root / "date_space.toml").write_text('[search]\nstrategy = "grid"\n[search.space]\n'
                                           '"model.top_k" = [1979-05-27, 5]\n')
     (root / "odd_list.toml").write_text('[dataset]\nproblems = ["gcd", 2]\n')
+    (root / "bayes.toml").write_text('[search]\nstrategy = "bayes"\n')
+    (root / "single_space.toml").write_text('[search.space]\n"model.top_k" = [1, 2]\n')
+    (root / "baseline_adapter.toml").write_text('[model]\nspec = "baseline"\nadapter = "/x"\n')
     (root / "train_dir").mkdir()
     (root / "train_dir" / "gcd.py").write_text(good)
     (root / "loop_a").symlink_to(root / "loop_b")
@@ -88,6 +91,16 @@ CASES = {
     "a candidate folder of another split": (
         ["evaluate", "--plugin", "quixbugs", "--candidate-dir", "{train_dir}", "--split",
          "extra"], "task 'gcd' is in the train split, not in extra"),
+    # ...and these named no file or line
+    "an unknown strategy, at its line": (
+        ["run", "--plugin", "quixbugs", "--config", "{bayes.toml}"],
+        "bayes.toml (line 2): unknown search strategy 'bayes'"),
+    "a space for a strategy that takes none, at its line": (
+        ["run", "--plugin", "quixbugs", "--config", "{single_space.toml}"],
+        "single_space.toml (line 1): [search.space] is set, but search strategy 'single'"),
+    "an adapter for a model that takes none, at its line": (
+        ["run", "--plugin", "quixbugs", "--config", "{baseline_adapter.toml}"],
+        "baseline_adapter.toml (line 3): model 'baseline' cannot apply adapters"),
     "datasets list of a data folder that is a file": (
         ["datasets", "list", "--data-dir", "{gcd.py}"], "is not a folder; give a folder"),
     "datasets list of a data folder that does not exist": (

@@ -136,8 +136,8 @@ def check_model(section: Mapping[str, Any], here: bool = True) -> None:
     prefix, target = parse_model_spec(section["spec"])
     entry = model_entry(section)
     if section.get("adapter") and not getattr(entry.factory, "supports_adapters", False):
-        raise UserError(f"model '{prefix}' cannot apply adapters, but 'model.adapter' is set "
-                        f"({section['adapter']})")
+        raise OptionInvalid(("model", "adapter"), f"model '{prefix}' cannot apply adapters, "
+                            f"but 'model.adapter' is set ({section['adapter']})")
     adapter_checker = getattr(entry.factory, "check_adapter", None)
     if section.get("adapter") and callable(adapter_checker):
         adapter_checker(target, section["adapter"], **_where_built(adapter_checker, here))

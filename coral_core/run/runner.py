@@ -66,7 +66,10 @@ def build_strategy(config: Mapping[str, Any],
     at the file and line (or the flag) that set it."""
     section = config["search"]
     name = section["strategy"]
-    factory = plugins.registry().get("search_strategies", name).factory
+    try:  # said at the file and line that named it, as the other keys are
+        factory = plugins.registry().get("search_strategies", name).factory
+    except UserError as error:
+        raise placed(OptionInvalid(("search", "strategy"), str(error)), where) from None
     options = dict(section["options"])
     for key in options:
         if key in GIVEN:  # it would bypass the checks of the key that sets it
@@ -79,8 +82,9 @@ def build_strategy(config: Mapping[str, Any],
         if accepts(factory, key):
             options.setdefault(key, value)
     if section["space"] and not accepts(factory, "space"):
-        raise UserError(f"[search.space] is set, but search strategy '{name}' takes no space "
-                        "(use strategy = \"grid\" or \"random\")")
+        raise placed(OptionInvalid(("search", "space"), (
+            f"[search.space] is set, but search strategy '{name}' takes no space (use "
+            "strategy = \"grid\" or \"random\")")), where)
     try:  # the user's options (an OptionInvalid names the file and line), then the call
         check_table(factory, f"search strategy '{name}'", section["options"],
                     ("search", "options"))
