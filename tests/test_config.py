@@ -72,6 +72,9 @@ def test_a_byte_order_mark_in_front_is_read_as_python_reads_one(tmp_path):
     path.write_bytes(b"[run]\n\xef\xbb\xbfsamples = 3\n")
     with pytest.raises(UserError, match=r"invalid TOML: .*line 2"):
         configuration.read_file(path)
+    path.write_bytes(b"\xef\xbb\xbf[run]\nsamples = \"ten\"\n")  # its line, as without
+    with pytest.raises(UserError, match=r"exp.toml \(line 2\): 'run.samples' must be an int"):
+        configuration.read_file(path)
 
 
 def test_resolved_config_round_trips():

@@ -274,6 +274,12 @@ def test_a_search_over_models_refuses_a_missing_model_folder_before_the_run(tmp_
         assert "no such model directory" in cli.stderr and "[search.space]" in cli.stderr
         assert not (tmp_path / "r").exists()
     HFModel.check_options(str(missing), {}, here=False)  # a cluster's machine judges it
+    base = tmp_path / "base.toml"  # said at model.spec, not at the options beside it
+    base.write_text(f'[model]\nspec = "hf:{missing}"\n[model.options]\ndtype = "float32"\n')
+    cli = subprocess.run([coral, "run", "--plugin", "quixbugs", "--config", str(base),
+                          "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and f"{base} (line 2): hf model: no such model" in cli.stderr, \
+        cli.stderr
 
 
 def test_an_infilling_run_without_fim_tokens_is_refused_before_its_folder(tiny, tmp_path):

@@ -156,6 +156,7 @@ def _refuse_unwritable(value: Any, path: tuple[str, ...]) -> None:
 def read_file(path: str | Path) -> Layer:
     path = Path(path)
     text = fileio.read_text(path, limit=fileio.CONFIG_BYTES, what="config")
+    text = text.removeprefix("\ufeff")  # the lines an error names are counted without it
     return validate(_toml(text, str(path)), str(path), text)
 
 

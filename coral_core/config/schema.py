@@ -141,8 +141,8 @@ def kind_of(path: tuple[str, ...]) -> str:
 
 
 def _got(value: Any) -> str:
-    """What a value of the wrong kind is: a list's first item of another kind is named
-    ('got a list holding 1 (int)'; 'got list' said nothing)."""
+    """What a value that is not a list of strings is: a list's first item of another kind
+    is named ('got a list holding 1 (int)'; 'got list' said nothing)."""
     if isinstance(value, list):
         odd = next((v for v in value if not isinstance(v, str)), None)
         if odd is not None:
@@ -171,7 +171,8 @@ def check(path: tuple[str, ...], value: Any) -> Any:
         if kind == "number":
             return value
     elif not _kind_ok(kind, value):
-        raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {_got(value)}")
+        got = _got(value) if kind == "list[str]" else type(value).__name__
+        raise Invalid(path, f"'{name}' must be {TYPE_NAMES[kind]}, got {got}")
     elif kind == "int" and not -INT_BOUND <= value < INT_BOUND:
         rule = SCHEMA[path[0]][path[1]][1]
         verdict = rule(value) if rule is not None else True  # the key's own range, if any

@@ -143,7 +143,12 @@ class HFModel:
             return
         if isinstance(device, str) and device not in ("", "auto"):
             resolve_device(device)
-        resolve_source(target, revision)  # a path that is no model (a search's value too)
+        try:  # a path that is no model (a search's value too), said at model.spec
+            resolve_source(target, None)
+        except UserError as error:
+            raise OptionInvalid(("model", "spec"), str(error)) from None
+        if revision:  # a revision for a local folder: said at the options
+            resolve_source(target, revision)
         chat, fim = options.get("chat_template"), options.get("fim_template")
         if chat is True or (isinstance(fim, str) and fim):
             trust = options.get("trust_remote_code") is True
