@@ -104,6 +104,28 @@ def test_a_file_of_a_candidate_dir_that_cannot_be_read_is_its_own_error(tmp_path
     assert "0/0 tests" not in table.stdout
 
 
+def test_a_candidate_dir_keeps_to_the_split_it_is_given(tmp_path, data_dir):
+    """A bad-input pass: --split was checked, then ignored by candidate files, and gcd (a
+    training problem) was scored on the test split. In a folder, a file of another split
+    is that file's error, its row saying it was seen in training; the rest are scored."""
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    for name in ("gcd", "sieve"):
+        correct = data_dir / "quixbugs" / "correct_python_programs" / f"{name}.py"
+        (folder / f"{name}.py").write_text(correct.read_text())
+    result = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                       "--split", "test", "--json", env=coral_env(data_dir), timeout=120)
+    assert result.returncode == 0, result.stderr
+    by_file = {d["file"].rsplit("/", 1)[-1]: d for d in json.loads(result.stdout)}
+    assert by_file["sieve.py"]["passed"] is True and "error" not in by_file["sieve.py"]
+    refused = by_file["gcd.py"]
+    assert "task 'gcd' is in the train split, not in test" in refused["error"]
+    assert refused["seen_in_training"] is True and refused["passed"] is False
+    whole = run_coral("evaluate", "--plugin", "quixbugs", "--candidate-dir", str(folder),
+                      "--json", env=coral_env(data_dir), timeout=120)  # no split named
+    assert all(d["passed"] for d in json.loads(whole.stdout)), whole.stdout
+
+
 def test_candidate_dir_with_an_unknown_problem_fails_before_scoring(tmp_path, data_dir):
     """No file of the folder names a problem of the data set: the wrong --plugin, most
     likely; one line, exit 2 (one stray file among candidates is that file's error)."""

@@ -13,7 +13,7 @@ from coral_core.run.factories import Scoring
 from coral_core.errors import UserError
 from coral_core.failures import PLUGIN_FAULTS, describe
 from coral_core.files.fileio import CANDIDATE_BYTES, read_text
-from coral_core.scoring.task_lookup import TaskLookup
+from coral_core.scoring.task_lookup import OtherSplit, TaskLookup
 from coral_core.types import Candidate, Task
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ def evaluate_files(lookup: TaskLookup, scoring: Scoring, files: Sequence[Candida
     def one(item: CandidateFile, source: str | UserError) -> Mapping[str, Any]:
         task = tasks[item.problem]
         if isinstance(task, UserError):
-            return unreadable(item.problem, task)
+            return unreadable(task.task if isinstance(task, OtherSplit) else item.problem, task)
         if isinstance(source, UserError):
             return unreadable(task, source)
         return document(task, scoring, source, item.path)

@@ -21,6 +21,15 @@ def task_name(task_id: str, dataset_name: str) -> str:
     return rest if slash and prefix.lower() == dataset_name.lower() else task_id
 
 
+class OtherSplit(UserError):
+    """A task the user named that lies in another split than the one they named; `task`
+    is it (a folder's row for that file says whether it was seen in training)."""
+
+    def __init__(self, message: str, task: Task):
+        super().__init__(message)
+        self.task = task
+
+
 class TaskLookup:
     """Tasks found in the configured split first (where the data set has it), else in any;
     with `strict` (a split the user named, by flag or in a configuration file, not a
@@ -36,9 +45,9 @@ class TaskLookup:
         the data set's name in front (`quixbugs/gcd`)."""
         task = self._any(name)
         if self.strict and self.known is not None and task.id not in self.known:
-            raise UserError(f"task '{task.id}' is in the {self._home_split(task)} split, not "
-                            f"in {self.split} (name no split, with --split or in the "
-                            "configuration, to score the tasks of any split)")
+            raise OtherSplit(f"task '{task.id}' is in the {self._home_split(task)} split, "
+                             f"not in {self.split} (name no split, with --split or in the "
+                             "configuration, to score the tasks of any split)", task)
         return task
 
     def _any(self, name: str) -> Task:
