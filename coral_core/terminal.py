@@ -49,10 +49,35 @@ def _tidy(params: list[Any]) -> list[Any]:
     return params
 
 
+def _refuse_empty_paths(command: Any, ctx: Any, args: list[str]) -> None:
+    """A path given as "" (an unset shell variable, most often: `--config "$CFG"`) was '.',
+    the current folder, by the time Coral saw it ("config . is a folder", or the data sets
+    looked for here): said as the bad input it is, before anything else."""
+    from typer import BadParameter  # Click's, as the typer in use has it (vendored or not)
+
+    if ctx.resilient_parsing:
+        return
+    paths = [p for p in command.get_params(ctx) if getattr(p.type, "name", "") == "path"]
+    if not paths:
+        return
+    try:  # the raw values, before any conversion (a second parse: no side effects)
+        given, _, _ = command.make_parser(ctx).parse_args(args=list(args))
+    except Exception:  # noqa: BLE001 - the real parse that follows says what is wrong
+        return
+    for param in paths:
+        raw = given.get(param.name)
+        if raw == "" or (isinstance(raw, (list, tuple)) and "" in raw):
+            raise BadParameter("an empty path; give a file or folder", ctx=ctx, param=param)
+
+
 class CoralCommand(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         _literal(self)
         return _tidy(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        _refuse_empty_paths(self, ctx, args)
+        return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
