@@ -148,8 +148,15 @@ def root(
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+MESSAGE_CHARS = 2000  # a 2 MB task id came back whole in its error (a bad-input pass)
+
+
 def _fail(message: str, code: int = 2) -> None:
-    sys.stderr.write(f"coral: error: {' '.join(printable(message).split())}\n")
+    said = " ".join(printable(message).split())
+    if len(said) > MESSAGE_CHARS:  # its start and its end (where the hint is) are kept
+        cut = len(said) - MESSAGE_CHARS
+        said = f"{said[:MESSAGE_CHARS - 500]} [... {cut} characters ...] {said[-500:]}"
+    sys.stderr.write(f"coral: error: {said}\n")
     sys.stderr.flush()
     raise SystemExit(code)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def files(tmp_path_factory, data_dir):
                                           '"model.top_k" = [1979-05-27, 5]\n')
     (root / "odd_list.toml").write_text('[dataset]\nproblems = ["gcd", 2]\n')
     (root / "bayes.toml").write_text('[search]\nstrategy = "bayes"\n')
+    record = {"task_id": "X\ud800", "prompt": "def f():\n", "entry_point": "f",
+              "canonical_solution": "    return 1\n",
+              "test": "def check(candidate):\n    assert candidate() == 1\n"}
+    (root / "surrogate.jsonl").write_text(json.dumps(record) + "\n")  # a "\\ud800" escape
+    (root / "binary_py").mkdir()
+    (root / "binary_py" / "a.py").write_bytes(bytes(range(256)) * 12)
+    (root / "long_id.jsonl").write_text(json.dumps({"task_id": "q" * 100_000,
+                                                    "solution": ""}) + "\n")
     (root / "single_space.toml").write_text('[search.space]\n"model.top_k" = [1, 2]\n')
     (root / "baseline_adapter.toml").write_text('[model]\nspec = "baseline"\nadapter = "/x"\n')
     (root / "train_dir").mkdir()
@@ -101,6 +110,14 @@ CASES = {
     "an empty run folder": (["report", ""], "'RUN_DIR': an empty path"),
     "an empty --samples": (["evaluate", "--plugin", "humaneval", "--samples", ""],
                            "'--samples': an empty path"),
+    # a second bad-input pass: a lone surrogate in a task id was a traceback from the store
+    # and left a run directory; a folder of files that gave no FIM task wrote an empty task
+    # file, exit status 0
+    "a task id that UTF-8 cannot hold": (
+        ["run", "--plugin", "humaneval", "--data", "{surrogate.jsonl}", "--model",
+         "reference", "--samples", "1"], "a task id that UTF-8 cannot hold"),
+    "FIM tasks from files that give none": (
+        ["fim", "build", "{binary_py}", "--out", "tasks.jsonl"], "gave a line task"),
     # ...and these named no file or line
     "an unknown strategy, at its line": (
         ["run", "--plugin", "quixbugs", "--config", "{bayes.toml}"],
@@ -275,6 +292,21 @@ def test_user_error_is_one_line_and_status_2(name, files, tmp_path, data_dir):
     assert message in lines[0], (name, lines[0])
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "runs").exists(), "a failed start must not leave a run directory"
+
+
+def test_a_refusal_leaves_no_file_and_says_a_long_name_in_short(files, tmp_path, data_dir):
+    """A second bad-input pass: `fim build` of files that gave no task wrote an empty
+    task file (exit status 0); a 100,000-character task id came back whole in its error
+    line. The line keeps its start and its end, where the hint is."""
+    env = coral_env(data_dir)
+    built = run_coral("fim", "build", str(files / "binary_py"), "--out", "tasks.jsonl",
+                      env=env, cwd=tmp_path)
+    assert built.returncode == 2 and not (tmp_path / "tasks.jsonl").exists(), built.stderr
+    said = run_coral("evaluate", "--plugin", "quixbugs", "--samples",
+                     str(files / "long_id.jsonl"), env=env, cwd=tmp_path)
+    assert said.returncode == 2 and said.stderr.count("\n") == 1, said.stderr[:300]
+    assert len(said.stderr) < 2100 and "characters ...]" in said.stderr
+    assert said.stderr.startswith("coral: error: ") and "qqqq" in said.stderr
 
 
 @pytest.mark.parametrize("cache", ["file", "missing under /proc"])

@@ -203,3 +203,23 @@ def test_concurrent_publishers_leave_exactly_one_complete_folder(tmp_path):
     marker = (tmp_path / "entry" / "inner" / "marker.txt").read_text()
     assert marker in {f"publisher {i}" for i in range(count)}
     assert _leftovers(tmp_path, {"entry"}) == []
+
+
+def test_json_lines_are_found_without_a_list_of_every_line():
+    """A second bad-input pass: a billion blank lines (1 GiB, 1 MB compressed) were split
+    into a list of a billion strings (9 GB); the lines are found by scanning, in the order
+    and with the numbers that splitting gave."""
+    import tracemalloc
+
+    from coral_core.files.decoding import jsonl_lines
+
+    text = "\n\n{}\n  \n \u3000\n\t{\"a\": 1}\r\n\n" + "\n" * 2 ** 22 + "[1]"
+    split = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    tracemalloc.start()
+    try:
+        found = list(jsonl_lines(text))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == split == [(3, "{}"), (6, '\t{"a": 1}\r'), (8 + 2 ** 22, "[1]")]
+    assert peak < 2 ** 20  # splitting took 32 MiB for the list alone

@@ -218,11 +218,21 @@ def test_resume_refuses_a_damaged_store_before_writing_anything(tmp_path, env):
     before = [(broken / name).read_bytes() for name in kept]
     _one_line_error(run_coral("run", "--resume", str(broken), env=env), "is damaged")
     assert [(broken / name).read_bytes() for name in kept] == before
+    switches = store_sql(run_dir / "coral.sqlite",
+                         "SELECT value FROM meta WHERE key = 'switches'")[0][0]
     for record in ('{"SKIP_MUTATION": "yes"}', "[]", '"x"'):
         store_sql(run_dir / "coral.sqlite",
                   "UPDATE meta SET value = ? WHERE key = 'switches'", (record,))
         _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
                         "the store is damaged")
+    # a bad-input pass: a trial's status edited to 'bogus' was resumed and summarised as a
+    # finished run with no problems
+    store_sql(run_dir / "coral.sqlite", "UPDATE meta SET value = ? WHERE key = 'switches'",
+              (switches,))
+    store_sql(run_dir / "coral.sqlite", "UPDATE trials SET status = 'bogus'")
+    _one_line_error(run_coral("run", "--resume", str(run_dir), env=env),
+                    "has status 'bogus', not one of pending, finished, failed")
+    assert not (run_dir / "summary.json").exists()
 
 
 @pytest.mark.parametrize("edited", ["python_programs/sieve.py", "json_testcases/sieve.json"])

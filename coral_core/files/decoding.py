@@ -127,11 +127,19 @@ def toml_document(text: str, where: str) -> dict[str, Any]:
     return _check_depth(value, where, int_range=True)
 
 
+_CONTENT = re.compile(r"[^\s][^\n]*")  # from a line's first character that is not space
+
+
 def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(line number, line) for each non-blank line, split on '\\n' only."""
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            yield number, line
+    """(line number, line) for each non-blank line, split on '\\n' only. Found by scanning,
+    not by splitting: a billion blank lines (1 GiB, 1 MB gzip-compressed) made a list of a
+    billion strings, 9 GB and more than a minute (a bad-input pass)."""
+    number, counted = 1, 0
+    for found in _CONTENT.finditer(text):
+        start = text.rfind("\n", 0, found.start()) + 1
+        number += text.count("\n", counted, start)
+        counted = start
+        yield number, text[start:found.end()]
 
 
 def jsonl_file(path: str | os.PathLike[str], what: str, limit: int = fileio.DATA_BYTES,

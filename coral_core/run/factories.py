@@ -72,9 +72,20 @@ def check_tasks(name: str, tasks: list[Any]) -> None:
         if not isinstance(task.id, str) or not task.id:
             raise UserError(f"data set '{name}' gave a task whose id is {task.id!r}; ids are "
                             "non-empty strings")
+        if not _utf8(task.id):  # the store's write of it was a traceback, a run left behind
+            raise UserError(f"data set '{name}' gave a task id that UTF-8 cannot hold (a lone "
+                            f"surrogate): {task.id!r}")
         if task.id in seen:
             raise UserError(f"data set '{name}' gave task '{task.id}' twice; ids are unique")
         seen.add(task.id)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def extracted_code(dataset: Dataset, task: Task, text: str) -> str:

@@ -26,6 +26,9 @@ from coral_core.errors import UserError
 SCHEMA_VERSION = "2"
 
 
+TRIAL_STATUSES = ("pending", "finished", "failed")
+
+
 class RunStoreError(UserError):
     """The store cannot be read or written: the run cannot go on."""
 
@@ -108,7 +111,7 @@ class TrialRecord:
     batch: int
     overrides: dict[str, Any]
     config_digest: str
-    status: str  # pending | finished | failed
+    status: str  # one of TRIAL_STATUSES
     result: dict[str, Any] | None
     error: str | None
 
@@ -241,6 +244,9 @@ class RunStore:
                 self._db.execute(sql, params)
             except sqlite3.DatabaseError as error:  # a full disk, a damaged page...
                 raise RunStoreError(f"cannot write to {self.path}: {error}") from None
+            except UnicodeEncodeError:  # a lone surrogate in a str column: one line, not a
+                raise RunStoreError(f"cannot write to {self.path}: a value holds text that "
+                                    "UTF-8 cannot hold (a lone surrogate)") from None
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -301,6 +307,11 @@ class RunStore:
                                    "result, error FROM trials ORDER BY trial"),
                         (int, int, str, str, str, (str, type(None)), (str, type(None))),
                         "trials", self.path)
+        for row in rows:  # an edited status was resumed and summarised as a finished run
+            if row[4] not in TRIAL_STATUSES:
+                raise RunStoreError(f"{self.path}: trial {row[0]} has status {row[4][:40]!r}, "
+                                    f"not one of {', '.join(TRIAL_STATUSES)}; the store is "
+                                    "damaged")
         return [TrialRecord(r[0], r[1], _json_column(r[2], dict, "trials", self.path), r[3],
                             r[4], _json_column(r[5], dict, "trials", self.path) if r[5]
                             else None, r[6]) for r in rows]

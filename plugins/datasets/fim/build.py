@@ -251,6 +251,10 @@ def build_tasks(src: str | os.PathLike[str], kind: str = "line", n: int = 100, s
             if made:
                 made["task_id"] = f"{kind}/{len(tasks):05d}"
                 tasks.append(made)
+    if not tasks:  # an empty file of tasks was written, exit status 0 (a bad-input pass)
+        raise UserError(f"fim build: none of the {len(files)} {language} files under {root} "
+                        f"gave a {kind} task (not UTF-8 text, no site of that kind, or empty; "
+                        "see docs/fim.md)")
     return tasks
 
 
