@@ -62,7 +62,6 @@ def run(
 ) -> None:
     """Generate and score samples; write the run directory; print the results."""
     from coral_core.config import launch
-    from coral_core.errors import UserError
     from coral_core.files.outputs import refuse_read_folders
     from coral_core.run.rundir import (
         check_new_run_dir, create_run, default_run_dir, open_run, record_relocation)
@@ -95,9 +94,6 @@ def run(
             lock.release()
             raise
     else:
-        if out == "":  # an unset shell variable, most often: not the default folder
-            raise UserError("--out is empty; give a folder for the run (or leave --out out "
-                            "for runs/NAME-MODEL-TIME)")
         resolved = launch.resolve_fresh(plugin, config, flags, model_arg or ())
         config_used = resolved.config
         run_dir = (Path(config_used["run"]["out"]) if config_used["run"]["out"]

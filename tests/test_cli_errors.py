@@ -100,13 +100,13 @@ CASES = {
     "a candidate folder of another split": (
         ["evaluate", "--plugin", "quixbugs", "--candidate-dir", "{train_dir}", "--split",
          "extra"], "task 'gcd' is in the train split, not in extra"),
-    # ...and these were '.' by the time Coral saw them ("config . is a folder"), or the
-    # default folder (`--out ""`): a path given empty, an unset shell variable most often
+    # ...and these were '.' by the time Coral saw them ("config . is a folder"): a path
+    # given empty, an unset shell variable most often (`--out ""`, a string, is the default
+    # folder: test_run_output.py)
     "an empty --config": (["run", "--plugin", "quixbugs", "--config", ""],
                           "'--config': an empty path"),
     "an empty --config=": (["run", "--plugin", "quixbugs", "--config="],
                            "'--config': an empty path"),
-    "an empty --out": (["run", "--plugin", "quixbugs", "--out", ""], "--out is empty"),
     "an empty run folder": (["report", ""], "'RUN_DIR': an empty path"),
     "an empty --samples": (["evaluate", "--plugin", "humaneval", "--samples", ""],
                            "'--samples': an empty path"),
